@@ -27,7 +27,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
 
 #: default scan parallelism: numpy's passes and file reads release the GIL, so threads scale to the
 #: cores; more than 4 only contends for the disk
-AUTO_WORKERS_MAX = 4
 
 
 class Format(str, Enum):
@@ -192,15 +191,17 @@ def _indent(text: str) -> str:
 def scan_cmd(
     paths: Annotated[list[Path], typer.Argument(help="Checkpoint files, checkpoint dirs or a whole output dir.")],
     fmt: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
-    workers: Annotated[int, typer.Option("--workers", "-j", help="Files scanned in parallel (0 = one per CPU core, at most 4).")] = 0,
+    workers: Annotated[int, typer.Option("--workers", "-j", help="Files scanned in parallel (0 = half the CPU cores, 1 to 4).")] = 0,
     output: Annotated[str | None, typer.Option("--output", "-o", help="Write to a file instead of stdout.")] = None,
+    digest: Annotated[bool, typer.Option("--digest", help="Also hash each tensor's bytes (JSON 'digest'; null without it).")] = False,
 ) -> None:
     """Check checkpoints for NaN/Inf tensors (exit 1 if any, 2 if unreadable)."""
     from autopsy.checkpoints.cli import scan_command
+    from autopsy.checkpoints.scanfile import auto_workers
 
     if workers <= 0:
-        workers = min(AUTO_WORKERS_MAX, os.cpu_count() or 1)
-    raise typer.Exit(scan_command(paths, fmt=fmt, workers=workers, output=output))
+        workers = auto_workers()
+    raise typer.Exit(scan_command(paths, fmt=fmt, workers=workers, output=output, digest=digest))
 
 
 @app.command("diff")

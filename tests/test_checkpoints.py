@@ -85,6 +85,97 @@ def test_big_tensor_spans_chunks_and_digest(tmp_path):
     assert a["t"].digest != b["t"].digest
 
 
+def _odd_offsets_file(path):
+    """Tensors of several dtypes whose byte ranges start at odd offsets and straddle map windows."""
+    g = torch.Generator().manual_seed(0)
+    f32 = torch.randn(70_001, generator=g)
+    f32[[3, 40_000, 70_000]] = torch.tensor([NAN, INF, 0.0])
+    bf = torch.randn(50_003, generator=g).to(torch.bfloat16)
+    bf[[0, 25_000, 50_002]] = torch.tensor([-INF, NAN, -0.0]).to(torch.bfloat16)
+    tensors = {"a_u8": torch.arange(7, dtype=torch.uint8), "b_f32": f32, "c_bf16": bf,
+               "d_f16": torch.randn(33_333, generator=g).half(), "e_f64": torch.zeros(5, dtype=torch.float64)}
+    save_file(tensors, str(path))
+    return tensors
+
+
+def _truth(t):
+    x = t.double()
+    fin = x[torch.isfinite(x)]
+    return (int(torch.isnan(x).sum()), int((x == INF).sum()), int((x == -INF).sum()), int((x == 0).sum()),
+            float(fin.abs().max()) if fin.numel() else None)
+
+
+def test_mapped_windows_and_read_fallback_agree_with_torch(tmp_path, monkeypatch):
+    import mmap
+
+    from autopsy.checkpoints import scanfile
+
+    p = tmp_path / "odd.safetensors"
+    tensors = _odd_offsets_file(p)
+    monkeypatch.setattr(scanfile, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(scanfile, "WINDOW_BYTES", mmap.ALLOCATIONGRANULARITY * 3)  # many remaps, tensors straddle them
+    maps = []
+    real_mmap = mmap.mmap
+
+    def counting_mmap(*a, **kw):
+        maps.append(kw.get("offset", 0))
+        return real_mmap(*a, **kw)
+
+    monkeypatch.setattr(scanfile.mmap, "mmap", counting_mmap)
+    mapped = _stats(scan_safetensors(p))
+    assert len(maps) > 10 and maps == sorted(set(maps))  # the window only slides forward
+
+    def no_mmap(*a, **kw):
+        raise OSError(19, "No such device")  # what a filesystem without mmap support answers
+
+    monkeypatch.setattr(scanfile.mmap, "mmap", no_mmap)
+    read = _stats(scan_safetensors(p))
+    for name, t in tensors.items():
+        if t.dtype == torch.uint8:
+            continue
+        want = _truth(t)
+        for got in (mapped[name], read[name]):
+            assert (got.nan, got.posinf, got.neginf, got.zeros) == want[:4], name
+            assert got.max_abs == pytest.approx(want[4]), name
+        assert mapped[name].digest == read[name].digest
+    assert mapped["a_u8"].zeros == read["a_u8"].zeros == 1
+
+
+def test_truncated_file_is_never_mapped_past_its_end(tmp_path):
+    p = tmp_path / "cut.safetensors"
+    _odd_offsets_file(p)
+    data = p.read_bytes()
+    cut = len(data) - 50_000  # cuts into the last tensors
+    p.write_bytes(data[:cut])
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8: 8 + n])
+    whole = {k for k, v in header.items() if k != "__metadata__" and 8 + n + v["data_offsets"][1] <= cut}
+    assert 0 < len(whole) < 5
+    s = scan_safetensors(p)
+    assert s.status == "partial" and any("truncated" in m for _, m in s.problems)
+    assert {t.name for t in s.tensors} == whole
+
+
+def test_scan_skips_the_digest_unless_asked(tmp_path):
+    p = tmp_path / "m.safetensors"
+    save_file({"w": torch.ones(10), "v": torch.ones(10)}, str(p))
+    out = tmp_path / "s.json"
+    assert scan_command([p], fmt="json", output=str(out)) == 0
+    assert [t["digest"] for t in json.loads(out.read_text())["files"][0]["tensors"]] == [None, None]
+    assert scan_command([p], fmt="json", output=str(out), digest=True) == 0
+    digests = [t["digest"] for t in json.loads(out.read_text())["files"][0]["tensors"]]
+    assert digests[0] == digests[1] and len(digests[0]) > 16
+    assert scan_file(p).tensors[0].digest == digests[0]  # `run` (unchanged-tensor detection) keeps it
+
+
+def test_auto_workers_is_half_the_cores(monkeypatch):
+    from autopsy.checkpoints import scanfile
+
+    for cores, want in ((None, 1), (1, 1), (2, 1), (4, 2), (8, 4), (64, 4)):
+        monkeypatch.setattr(scanfile.os, "cpu_count", lambda c=cores: c)
+        assert scanfile.auto_workers() == want
+
+
 def test_safetensors_corrupt_inputs_never_raise(tmp_path):
     good = tmp_path / "g.safetensors"
     save_file({"a": torch.ones(1000), "b": torch.zeros(1000)}, str(good))

@@ -45,7 +45,7 @@ def _files_of(paths: Iterable[Path]) -> tuple[list[tuple[Path, str | None]], str
     return out, None
 
 
-def _scan_all(files: list[tuple[Path, str | None]], workers: int) -> list[FileScan]:
+def _scan_all(files: list[tuple[Path, str | None]], workers: int, digest: bool = False) -> list[FileScan]:
     from autopsy.checkpoints import scan_file
 
     total = 0
@@ -56,7 +56,7 @@ def _scan_all(files: list[tuple[Path, str | None]], workers: int) -> list[FileSc
             pass
     show = sys.stderr.isatty() and total >= PROGRESS_MIN_BYTES
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = [pool.submit(scan_file, p, k) for p, k in files]
+        futures = [pool.submit(scan_file, p, k, digest) for p, k in files]
         if not show:
             return [f.result() for f in futures]
         from rich.console import Console
@@ -137,7 +137,9 @@ def _emit(text: str, output: str | None) -> None:
         sys.stdout.flush()
 
 
-def scan_command(paths: list[Path], fmt: str = "table", workers: int = 1, output: str | None = None) -> int:
+def scan_command(paths: list[Path], fmt: str = "table", workers: int = 1, output: str | None = None,
+                 digest: bool = False) -> int:
+    """``digest``: also hash each tensor's bytes (the JSON's ``digest``, null otherwise; one more pass per chunk)."""
     if fmt not in ("table", "json"):
         _err(f"unknown --format {fmt!r} (use table or json)")
         return 2
@@ -145,7 +147,7 @@ def scan_command(paths: list[Path], fmt: str = "table", workers: int = 1, output
     if error:
         _err(error)
         return 2
-    scans = _scan_all(files, workers)
+    scans = _scan_all(files, workers, digest)
     unreadable = [s for s in scans if s.status == "unreadable"]
     nonfinite = sum(1 for s in scans for t in s.tensors if t.nonfinite)
     code = 2 if unreadable else 1 if nonfinite or any(_dangerous(s) for s in scans) else 0

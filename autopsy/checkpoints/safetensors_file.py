@@ -88,7 +88,7 @@ def read_header(path: Path, scan: FileScan) -> tuple[list[tuple[str, str, list[i
     return entries, data_start
 
 
-def scan_safetensors(path: Path, scan: FileScan | None = None) -> FileScan:
+def scan_safetensors(path: Path, scan: FileScan | None = None, digest: bool = True) -> FileScan:
     scan = scan or FileScan(path, "safetensors")
     t0 = time.perf_counter()
     try:
@@ -99,8 +99,7 @@ def scan_safetensors(path: Path, scan: FileScan | None = None) -> FileScan:
     if got is not None:
         entries, data_start = got
         try:
-            with open(path, "rb", buffering=0) as fh:
-                reader = Reader(fh)
+            with open(path, "rb", buffering=0) as fh, Reader(fh, digest) as reader:
                 for name, dtype, shape, begin, end in entries:
                     if data_start + end > scan.bytes:
                         continue  # reported as truncated above

@@ -118,6 +118,7 @@ class Accumulator:
     digest: int = 0
     nbytes: int = 0
     checked: bool = True
+    want_digest: bool = True  # False: skip the digest pass (``autopsy scan`` without --digest)
     _scratch: dict[type, np.ndarray] = field(default_factory=dict, repr=False)
 
     def _buf(self, uint: type, n: int) -> np.ndarray:
@@ -154,7 +155,8 @@ def feed(acc: Accumulator, chunk: memoryview | bytes | np.ndarray) -> None:
     if n == 0:
         return
     acc.nbytes += n
-    _digest(acc, raw)
+    if acc.want_digest:
+        _digest(acc, raw)
     dt = acc.dtype
     spec = IEEE.get(dt)
     if spec is not None:
@@ -194,7 +196,8 @@ def _feed_ieee(acc: Accumulator, spec: _Ieee, raw: np.ndarray) -> None:
     np.bitwise_and(x, spec.uint(spec.sign - 1), out=a)
     m = int(a.max())
     inf = spec.inf
-    acc.zeros += x.size - int(np.count_nonzero(a))
+    if int(a.min()) == 0:  # a min pass is cheaper than counting; most chunks of weights hold no zero
+        acc.zeros += x.size - int(np.count_nonzero(a))
     if m < inf or (m == inf and not spec.has_inf):
         acc.max_bits = max(acc.max_bits, m)  # fast path: every value in the chunk is finite
         return
@@ -219,5 +222,7 @@ def _digest(acc: Accumulator, raw: np.ndarray) -> None:
     acc.digest = (acc.digest * _DIGEST_MULT + s + raw.size) & _M64
 
 
-def digest_hex(acc: Accumulator) -> str:
+def digest_hex(acc: Accumulator) -> str | None:
+    if not acc.want_digest:
+        return None
     return f"{acc.nbytes:x}-{acc.digest:016x}"

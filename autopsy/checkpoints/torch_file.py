@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from autopsy.checkpoints.scanfile import FileScan, Reader, numel_of, to_stat
-from autopsy.checkpoints.stats import Accumulator, feed, nbytes_of
+from autopsy.checkpoints.stats import feed, nbytes_of
 from autopsy.safe_pickle import (
     LEGACY_TORCH_MAGIC,
     InertUnpickler,
@@ -175,7 +175,7 @@ def _stat_tensor(reader: Reader, scan: FileScan, name: str, t: TensorRef, where:
         return
     start, length = loc
     if numel == 0:
-        scan.tensors.append(to_stat(name, dtype, shape, 0, Accumulator(dtype)))
+        scan.tensors.append(to_stat(name, dtype, shape, 0, reader.accumulator(dtype)))
         return
     if _contiguous(t):
         lo, n = t.offset * esize_bytes, numel * esize_bytes
@@ -202,20 +202,20 @@ def _stat_tensor(reader: Reader, scan: FileScan, name: str, t: TensorRef, where:
     base = np.frombuffer(raw, dtype=uint)
     view = np.lib.stride_tricks.as_strided(base[t.offset:], shape=t.shape,
                                            strides=[s * esize_bytes for s in t.stride], writeable=False)
-    acc = Accumulator(dtype)
+    acc = reader.accumulator(dtype)
     feed(acc, np.ascontiguousarray(view).reshape(-1))
     scan.tensors.append(to_stat(name, dtype, shape, numel, acc))
 
 
-def _stat_all(fh: Any, scan: FileScan, obj: Any, where: dict[str, tuple[int, int]]) -> None:
-    reader = Reader(fh)
+def _stat_all(fh: Any, scan: FileScan, obj: Any, where: dict[str, tuple[int, int]], digest: bool = True) -> None:
     used: set[str] = set()
-    for name, t in iter_tensors(obj):
-        scan.names[id(t)] = name
-        if name in used:
-            name = f"{name}#{len(used)}"
-        used.add(name)
-        _stat_tensor(reader, scan, name, t, where)
+    with Reader(fh, digest) as reader:
+        for name, t in iter_tensors(obj):
+            scan.names[id(t)] = name
+            if name in used:
+                name = f"{name}#{len(used)}"
+            used.add(name)
+            _stat_tensor(reader, scan, name, t, where)
 
 
 # -- zip ---------------------------------------------------------------------------------------
@@ -240,7 +240,7 @@ def _zip_locations(path: Path, zf: zipfile.ZipFile, prefix: str, scan: FileScan)
     return where
 
 
-def scan_torch(path: Path, scan: FileScan | None = None) -> FileScan:
+def scan_torch(path: Path, scan: FileScan | None = None, digest: bool = True) -> FileScan:
     scan = scan or FileScan(path, "torch_zip")
     t0 = time.perf_counter()
     try:
@@ -254,7 +254,7 @@ def scan_torch(path: Path, scan: FileScan | None = None) -> FileScan:
         loaded = _load(path, scan, head)
         if loaded is not None:
             with open(path, "rb", buffering=0) as fh:
-                _stat_all(fh, scan, loaded[0], loaded[1])
+                _stat_all(fh, scan, loaded[0], loaded[1], digest)
     except zipfile.BadZipFile as exc:
         scan.problem(f"corrupt or truncated zip archive ({exc}); re-copy or re-save the checkpoint", "unreadable")
     except _READ_ERRORS as exc:
