@@ -191,7 +191,7 @@ def _indent(text: str) -> str:
 def scan_cmd(
     paths: Annotated[list[Path], typer.Argument(help="Checkpoint files, checkpoint dirs or a whole output dir.")],
     fmt: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
-    workers: Annotated[int, typer.Option("--workers", "-j", help="Files scanned in parallel (0 = half the CPU cores, 1 to 4).")] = 0,
+    workers: Annotated[int, typer.Option("--workers", "-j", help="Files scanned at once, as worker processes (0 = one per CPU core, at most 2).")] = 0,
     output: Annotated[str | None, typer.Option("--output", "-o", help="Write to a file instead of stdout.")] = None,
     digest: Annotated[bool, typer.Option("--digest", help="Also hash each tensor's bytes (JSON 'digest'; null without it).")] = False,
 ) -> None:

@@ -9,7 +9,10 @@
   (bound: finishes, says what it skipped).
 
 Each command runs in its own process; its peak RSS is that child's own ``ru_maxrss`` from
-``os.wait4`` (not the max over every child, as RUSAGE_CHILDREN would give). The functions are
+``os.wait4`` (not the max over every child, as RUSAGE_CHILDREN would give). Commands with worker
+processes (``scan -j N``) are also sampled every 20 ms for the summed RSS of the whole process tree
+(``tree_rss_mb``; shared library pages count once per process, so it over-states real use) and
+for the summed PSS (``tree_pss_mb``: each shared page split between its sharers, the real footprint). The functions are
 shared with tests/test_resource_bounds.py, which runs CI-sized variants.
 """
 
@@ -41,6 +44,8 @@ class Measured:
     peak_rss_mb: float
     stdout: str
     stderr: str
+    tree_rss_mb: float = 0.0  # peak of the summed RSS of the command and all its worker processes (sampled)
+    tree_pss_mb: float = 0.0  # the same for PSS: shared pages split between the processes sharing them
 
 
 #: Linux keeps the pre-exec peak in ru_maxrss, and a child spawned from a big process (pytest with
@@ -65,10 +70,13 @@ def measure(args: list[str], cwd: Path | None = None, timeout: float = 3600) -> 
         p = subprocess.Popen(launcher + args, stdout=out, stderr=err, cwd=cwd,
                              env={**os.environ, "PYTHONPATH": str(REPO)})
         deadline = t0 + timeout
+        tree_kb = tree_pss = 0
         while True:
             pid, status, ru = os.wait4(p.pid, os.WNOHANG)
             if pid:
                 break
+            rss, pss = tree_memory_kb(p.pid)
+            tree_kb, tree_pss = max(tree_kb, rss), max(tree_pss, pss)
             if time.perf_counter() > deadline:
                 p.kill()
                 pid, status, ru = os.wait4(p.pid, 0)
@@ -82,7 +90,38 @@ def measure(args: list[str], cwd: Path | None = None, timeout: float = 3600) -> 
         except (OSError, ValueError):  # killed before the launcher wrote it
             own = {"maxrss_kb": ru.ru_maxrss, "cpu": ru.ru_utime + ru.ru_stime}
         return Measured(p.returncode, time.perf_counter() - t0, own["cpu"], own["maxrss_kb"] / 1024,
-                        out.read().decode(errors="replace"), err.read().decode(errors="replace"))
+                        out.read().decode(errors="replace"), err.read().decode(errors="replace"),
+                        max(tree_kb, own["maxrss_kb"]) / 1024, tree_pss / 1024)
+
+
+def tree_memory_kb(root: int) -> tuple[int, int]:
+    """(summed RSS, summed PSS) of every descendant of ``root`` (not root itself: the launcher), from /proc."""
+    parent: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                    parent[int(entry.name)] = int(fh.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == pid]
+        found += kids
+        todo += kids
+    rss = pss = 0
+    for pid in found:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as fh:
+                for line in fh:
+                    if line.startswith("Rss:"):
+                        rss += int(line.split()[1])
+                    elif line.startswith("Pss:"):
+                        pss += int(line.split()[1])
+        except (OSError, ValueError):
+            pass
+    return rss, pss
 
 
 def autopsy(*args: str) -> list[str]:

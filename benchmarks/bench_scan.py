@@ -6,7 +6,10 @@ Writes a sharded bf16 safetensors checkpoint (default 4 GB, 4 shards, planted Na
 torch.isnan/isinf per tensor) and `autopsy diff DIR DIR`. The page cache here is dropped after ~30 s
 idle, so the files are re-read right before each timed command. Peak RSS from /usr/bin/time.
 
-    .venv/bin/python benchmarks/bench_scan.py [--gb 4] [--keep]
+    .venv/bin/python benchmarks/bench_scan.py [--gb 4] [--keep] [--repeat 3] [--workers 1]
+
+Timings on a shared VM vary by up to 50% from run to run, so each command runs --repeat times,
+interleaved, and the medians (with the range and the per-run naive/scan ratios) are printed.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import struct
 import subprocess
 import sys
@@ -21,6 +25,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_bounds import measure  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 PY = str(REPO / ".venv" / "bin" / "python")
@@ -88,7 +95,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gb", type=float, default=4.0)
     ap.add_argument("--keep", action="store_true")
-    ap.add_argument("--workers", type=int, default=1, help="1 = one stream (the scan-work ratios assume it); 0 = the CLI default")
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs of each command (medians are reported)")
+    ap.add_argument("--workers", type=int, default=0, help="autopsy scan --workers (0 = the CLI default: one per core, at most 2)")
     args = ap.parse_args()
     d = REPO / ".bench" / "ckpt"
     t0 = time.perf_counter()
@@ -98,31 +106,47 @@ def main() -> None:
     naive_py = REPO / ".bench" / "naive.py"
     naive_py.write_text(NAIVE)
     fl = " ".join(map(str, files))
-    rows = {}
-    warm(files)
-    rows["cat (warm)"] = timed(f"cat {fl} > /dev/null")
-    rows["O_DIRECT read (cold rate)"] = timed(" ; ".join(f"dd if={f} of=/dev/null bs=8M iflag=direct status=none" for f in files))
-    warm(files)
-    rows["autopsy scan"] = timed(f"{PY} -m autopsy scan {d} --format json -o {REPO / '.bench' / 'scan.json'} --workers {args.workers}")
-    scan = json.loads((REPO / ".bench" / "scan.json").read_text())
-    work = sum(f["seconds"] for f in scan["files"])
-    warm(files)
-    rows["naive torch scan"] = timed(f"{PY} {naive_py} {fl}")
-    warm(files)
-    rows["cat x2 (warm)"] = timed(f"cat {fl} {fl} > /dev/null")
-    warm(files)
-    rows["autopsy diff DIR DIR"] = timed(f"{PY} -m autopsy diff {d} {d} --format json -o /dev/null")
-    print(f"{'command':28} {'wall s':>8} {'GB/s':>7} {'peak MB':>8}")
-    for k, (wall, rss, _) in rows.items():
+    scan_cmd = f"{PY} -m autopsy scan {d} --format json -o {REPO / '.bench' / 'scan.json'} --workers {args.workers}"
+    cmds = {
+        "cat (warm)": f"cat {fl} > /dev/null",
+        "O_DIRECT read (cold rate)": " ; ".join(f"dd if={f} of=/dev/null bs=8M iflag=direct status=none" for f in files),
+        "autopsy scan": scan_cmd,
+        "naive torch scan": f"{PY} {naive_py} {fl}",
+        "cat x2 (warm)": f"cat {fl} {fl} > /dev/null",
+        "autopsy diff DIR DIR": f"{PY} -m autopsy diff {d} {d} --format json -o /dev/null",
+    }
+    runs: dict[str, list[tuple[float, int, str]]] = {k: [] for k in cmds}
+    works: list[float] = []
+    for _ in range(args.repeat):  # interleaved, so a slow spell of the machine hits every command alike
+        for k, cmd in cmds.items():
+            if args.repeat > 1 and k == "O_DIRECT read (cold rate)" and runs[k]:
+                continue  # the cold rate is disk-bound and slow: once is enough
+            warm(files)
+            runs[k].append(timed(cmd))
+            if k == "autopsy scan":
+                scan = json.loads((REPO / ".bench" / "scan.json").read_text())
+                works.append(sum(f["seconds"] for f in scan["files"]))
+    med = {k: statistics.median(w for w, _, _ in v) for k, v in runs.items()}
+    print(f"{'command':28} {'median s':>8} {'range s':>13} {'GB/s':>7} {'peak MB':>8}   ({args.repeat} runs, interleaved)")
+    for k, v in runs.items():
         n = size * (2 if "x2" in k or "diff" in k else 1)
-        print(f"{k:28} {wall:8.2f} {n / wall / 1e9:7.2f} {rss:8d}")
-    cat = rows["cat (warm)"][0]
-    cold = rows["O_DIRECT read (cold rate)"][0]
-    print(f"scan work (sum of per-file seconds): {work:.2f}s = {size / work / 1e9:.2f} GB/s; "
-          f"{work / cat:.2f}x cat warm, {work / cold:.2f}x a cold read")
-    print(f"whole process: naive / autopsy scan = {rows['naive torch scan'][0] / rows['autopsy scan'][0]:.1f}x")
-    print(f"diff / (cat both) = {rows['autopsy diff DIR DIR'][0] / rows['cat x2 (warm)'][0]:.2f}x")
-    print(f"found: {scan['summary']['nonfinite_tensors']} non-finite tensors (planted 2); naive found {rows['naive torch scan'][2].strip()}")
+        walls = [w for w, _, _ in v]
+        print(f"{k:28} {med[k]:8.2f} {min(walls):6.2f}-{max(walls):<6.2f} {n / med[k] / 1e9:7.2f} {max(r for _, r, _ in v):8d}")
+    work = statistics.median(works)
+    print(f"scan work (sum of per-file seconds, median): {work:.2f}s = {size / work / 1e9:.2f} GB/s; "
+          f"{work / med['cat (warm)']:.2f}x cat warm, {work / med['O_DIRECT read (cold rate)']:.2f}x a cold read")
+    ratios = sorted(n[0] / a[0] for n, a in zip(runs["naive torch scan"], runs["autopsy scan"]))
+    print(f"whole process: naive / autopsy scan = {med['naive torch scan'] / med['autopsy scan']:.1f}x (medians); "
+          f"per run {', '.join(f'{r:.1f}x' for r in ratios)}")
+    print(f"diff / (cat both) = {med['autopsy diff DIR DIR'] / med['cat x2 (warm)']:.2f}x (medians)")
+    print(f"found: {scan['summary']['nonfinite_tensors']} non-finite tensors (planted 2); "
+          f"naive found {runs['naive torch scan'][-1][2].strip()}")
+    # memory: one more (untimed) run of each, sampling the whole process tree every 20 ms
+    for k in ("autopsy scan", "naive torch scan"):
+        warm(files)
+        m = measure(["bash", "-c", cmds[k]])
+        print(f"memory of {k}: largest process {m.peak_rss_mb:.0f} MB; all processes summed: "
+              f"RSS {m.tree_rss_mb:.0f} MB, PSS {m.tree_pss_mb:.0f} MB")
     if not args.keep:
         shutil.rmtree(REPO / ".bench")
 

@@ -15,7 +15,7 @@ from autopsy.checkpoints.stats import CHUNK_BYTES, Accumulator, digest_hex, feed
 from autopsy.model import TensorStat
 
 #: bytes of the file mapped at a time (per reader: with 4 workers at most 4 windows are mapped)
-WINDOW_BYTES = 32 * 1024 * 1024
+WINDOW_BYTES = 16 * 1024 * 1024
 _MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, 'MAP_POPULATE', 0)
 
 
@@ -147,12 +147,13 @@ class Reader:
 
 
 def auto_workers() -> int:
-    """Files scanned in parallel when not told: half the cores, 1 to 4.
+    """Files scanned at once when not told: one per core, at most 2.
 
-    Mapping and faulting in page-cache pages is kernel work on the scanning thread's core; on a
-    2-core VM two scan threads were ~25% slower than one (benchmarks/bench_scan.py).
+    ``autopsy scan`` runs them as worker processes (threads of one process serialise on its
+    memory-map lock; see checkpoints/cli.py). Each maps one WINDOW_BYTES window, so two keep the
+    scan's total memory well under 200 MB, and two streams already outrun a fast NVMe disk.
     """
-    return max(1, min(4, (os.cpu_count() or 1) // 2))
+    return max(1, min(2, os.cpu_count() or 1))
 
 
 def _pread_into(fh: BinaryIO, view: memoryview, offset: int) -> int:
