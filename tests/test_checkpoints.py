@@ -367,3 +367,13 @@ def test_optimizer_without_state_names_mapped_from_torch_state_dict(tmp_path):
     assert o["params_without_state"] == [{"index": 3, "group": 0, "name": "1.bias"}]
     assert o["exp_avg_sq_all_zero"] == [{"index": 1, "group": 0, "name": "0.bias"}]
     assert (o["n_params"], o["n_with_state"], o["step_max"]) == (4, 3, 1.0)
+
+
+def test_scan_lists_layers_in_numeric_order_after_problem_tensors(tmp_path):
+    p = tmp_path / "m.safetensors"
+    save_file({"layers.10.w": torch.ones(2), "layers.2.w": torch.ones(2), "layers.9.w": torch.tensor([1.0, NAN]),
+               "layers.11.b": torch.zeros(2)}, str(p))
+    out = tmp_path / "s.json"
+    assert scan_command([p], fmt="json", output=str(out)) == 1
+    names = [t["name"] for t in json.loads(out.read_text())["files"][0]["tensors"]]
+    assert names == ["layers.9.w", "layers.11.b", "layers.2.w", "layers.10.w"]

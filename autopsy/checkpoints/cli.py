@@ -155,7 +155,14 @@ def _file_json(s: FileScan) -> dict[str, Any]:
 
 
 def _problem_first(tensors: list) -> list:
-    return sorted(tensors, key=lambda t: (not t.nonfinite, not t.all_zero, t.name))
+    """Non-finite tensors, then all-zero ones, then the rest; by name with layer numbers in numeric order."""
+    return sorted(tensors, key=lambda t: (not t.nonfinite, not t.all_zero, _natural(t.name)))
+
+
+def _natural(name: str) -> list[tuple[int, int | str]]:
+    import re
+
+    return [(0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", name) if p]
 
 
 def _render_table(scans: list[FileScan]) -> str:
