@@ -201,6 +201,28 @@ def test_worker_processes_report_exactly_what_one_process_does(tmp_path):
     assert a == b and a["summary"]["nonfinite_tensors"] == 1
 
 
+def test_one_big_file_split_across_workers_reports_what_one_process_does(tmp_path, monkeypatch):
+    from autopsy.checkpoints import cli
+
+    g = torch.Generator().manual_seed(1)
+    tensors = {f"model.layers.{i}.w": torch.randn(20_000 + 7 * i, generator=g).to(torch.bfloat16) for i in range(12)}
+    tensors["model.layers.5.w"][100] = INF
+    tensors["model.layers.11.w"][0] = NAN
+    tensors["empty"] = torch.zeros(0)
+    p = tmp_path / "model.safetensors"
+    save_file(tensors, str(p))
+    monkeypatch.setattr(cli, "MIN_PART_BYTES", 64 * 1024)  # forked workers inherit it
+    assert cli._parts(p, None, p.stat().st_size, 3, 1) == [(0, 3), (1, 3), (2, 3)]
+    one, three = tmp_path / "one.json", tmp_path / "three.json"
+    assert scan_command([p], fmt="json", workers=1, output=str(one)) == 1
+    assert scan_command([p], fmt="json", workers=3, output=str(three)) == 1
+    a, b = _without_seconds(json.loads(one.read_text())), _without_seconds(json.loads(three.read_text()))
+    assert a == b and len(a["files"][0]["tensors"]) == 13 and a["summary"]["nonfinite_tensors"] == 2
+    parts = [scan_file(p, part=(i, 3)) for i in range(3)]
+    assert all(x.tensors for x in parts) and sum(len(x.tensors) for x in parts) == 13  # each tensor in exactly one part
+    assert len({t.name for x in parts for t in x.tensors}) == 13
+
+
 def test_a_worker_process_that_dies_costs_its_files_not_the_scan(tmp_path, monkeypatch, capsys):
     import faulthandler
     import signal
@@ -210,11 +232,11 @@ def test_a_worker_process_that_dies_costs_its_files_not_the_scan(tmp_path, monke
     paths = _shards(tmp_path, 2)
     real = ck.scan_file
 
-    def dies_on_second(path, kind=None, digest=True):
+    def dies_on_second(path, kind=None, digest=True, part=(0, 1)):
         if path.name.startswith("model-00002"):
             faulthandler.disable()  # pytest's traceback dump would only add noise
             os.kill(os.getpid(), signal.SIGBUS)  # what touching a mapped page past a shrunk file's end does
-        return real(path, kind, digest)
+        return real(path, kind, digest, part)
 
     monkeypatch.setattr(ck, "scan_file", dies_on_second)  # the forked workers inherit the patch
     out = tmp_path / "s.json"

@@ -55,20 +55,25 @@ if TYPE_CHECKING:
 __all__ = ["analyze", "build_checkpoint", "collect", "scan_file"]
 
 
-def scan_file(path: Path, kind: str | None = None, digest: bool = True) -> FileScan:
+def scan_file(path: Path, kind: str | None = None, digest: bool = True, part: tuple[int, int] = (0, 1)) -> FileScan:
     """Scan one file by its kind (discover's kind, or guessed from the name).
 
     ``digest=False`` skips the per-tensor digest (bitwise-unchanged detection needs it; ``scan`` does not).
+    ``part=(i, k)``: the i-th of k slices of a safetensors file (see ``scan_safetensors``); other kinds
+    are scanned whole by part 0 and part i > 0 returns an empty scan.
     """
     from autopsy.checkpoints.safetensors_file import read_index, scan_safetensors
+    from autopsy.checkpoints.scanfile import FileScan
 
     name = path.name.lower()
     kind = kind or ("weights_index" if name.endswith(".index.json") else
                     "safetensors" if name.endswith(".safetensors") else "torch")
     if kind == "weights_index":
-        return read_index(path)
+        return read_index(path) if part[0] == 0 else FileScan(path, "index")
     if kind == "safetensors":
-        return scan_safetensors(path, digest=digest)
+        return scan_safetensors(path, digest=digest, part=part)
+    if part[0] > 0:
+        return FileScan(path, "torch_zip")
     from autopsy.checkpoints.torch_file import scan_torch
 
     return scan_torch(path, digest=digest)

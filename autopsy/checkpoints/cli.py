@@ -51,34 +51,59 @@ def _scan_all(files: list[tuple[Path, str | None]], workers: int, digest: bool =
     More than one worker means forked worker *processes*, not threads: mapping and faulting in
     page-cache pages serialises threads of one process on the kernel's per-process memory-map lock,
     so two threads were slower than one here while two processes took ~1.8x less time (see
-    benchmarks/bench_scan.py). A worker returns its result as JSON text (built from our own
+    benchmarks/bench_scan.py). A big safetensors file is split into byte ranges scanned by several
+    workers (see :func:`_parts`). A worker returns its result as JSON text (built from our own
     dataclasses, never from checkpoint bytes); a worker that dies (e.g. SIGBUS because a file was
-    truncated while it was mapped) costs only that file, reported unreadable.
+    truncated while it was mapped) costs only its files, reported unreadable.
     """
-    total = 0
+    sizes = []
     for p, _ in files:
         try:
-            total += p.stat().st_size
+            sizes.append(p.stat().st_size)
         except OSError:
-            pass
+            sizes.append(0)
+    total = sum(sizes)
     show = sys.stderr.isatty() and total >= PROGRESS_MIN_BYTES
-    pool = _pool(min(workers, len(files)))
-    with pool:
-        futures = [(p, pool.submit(_scan_one, str(p), k, digest)) for p, k in files]
+    tasks = [(i, part) for i, ((p, k), size) in enumerate(zip(files, sizes))
+             for part in _parts(p, k, size, workers, len(files))]
+    with _pool(min(workers, len(tasks))) as pool:
+        futures: dict[int, list[Future]] = {}
+        for i, part in tasks:
+            p, k = files[i]
+            futures.setdefault(i, []).append(pool.submit(_scan_one, str(p), k, digest, part))
+        results = (_merged(files[i][0], futures.get(i, [])) for i in range(len(files)))
         if not show:
-            return [_result(p, f) for p, f in futures]
+            return list(results)
         from rich.console import Console
         from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
         with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                       console=Console(stderr=True), transient=True) as prog:
             task = prog.add_task("scanning", total=total)
-            results = []
-            for p, f in futures:
-                r = _result(p, f)
+            out = []
+            for r in results:
                 prog.advance(task, r.bytes)
-                results.append(r)
-            return results
+                out.append(r)
+            return out
+
+
+#: a safetensors file is split across workers only into parts of at least this many bytes
+MIN_PART_BYTES = 512 * 1024 * 1024
+
+
+def _parts(path: Path, kind: str | None, size: int, workers: int, n_files: int) -> list[tuple[int, int]]:
+    """How many workers share one file: only safetensors, only when files are fewer than workers."""
+    is_st = kind == "safetensors" or (kind is None and path.name.lower().endswith(".safetensors"))
+    if workers <= 1 or n_files >= workers or not is_st:
+        return [(0, 1)]
+    k = max(1, min(workers, size // MIN_PART_BYTES))
+    return [(i, k) for i in range(k)]
+
+
+def _merged(path: Path, futs: list[Future]) -> FileScan:
+    from autopsy.checkpoints.safetensors_file import merge_parts
+
+    return merge_parts([_result(path, f) for f in futs])
 
 
 def _pool(workers: int) -> Executor:
@@ -93,10 +118,10 @@ def _pool(workers: int) -> Executor:
     return ThreadPoolExecutor(max_workers=1)
 
 
-def _scan_one(path: str, kind: str | None, digest: bool) -> str | FileScan:
+def _scan_one(path: str, kind: str | None, digest: bool, part: tuple[int, int] = (0, 1)) -> str | FileScan:
     from autopsy.checkpoints import scan_file
 
-    scan = scan_file(Path(path), kind, digest)
+    scan = scan_file(Path(path), kind, digest, tuple(part))
     return _to_wire(scan) if _in_worker_process() else scan
 
 

@@ -88,16 +88,25 @@ def read_header(path: Path, scan: FileScan) -> tuple[list[tuple[str, str, list[i
     return entries, data_start
 
 
-def scan_safetensors(path: Path, scan: FileScan | None = None, digest: bool = True) -> FileScan:
+def scan_safetensors(path: Path, scan: FileScan | None = None, digest: bool = True,
+                     part: tuple[int, int] = (0, 1)) -> FileScan:
+    """Scan one safetensors file; ``part=(i, k)``: only the tensors that start in the i-th of k equal
+    byte ranges of the data section (parallel workers on one big file; merge with :func:`merge_parts`).
+    The header's problems are reported by part 0 only."""
     scan = scan or FileScan(path, "safetensors")
     t0 = time.perf_counter()
+    i, k = part
     try:
         scan.bytes = path.stat().st_size
     except OSError:
         pass
-    got = read_header(path, scan)
+    got = read_header(path, scan if i == 0 else FileScan(path, "safetensors"))
     if got is not None:
         entries, data_start = got
+        if k > 1:
+            span = max((e[4] for e in entries), default=0)
+            lo, hi = span * i // k, span * (i + 1) // k
+            entries = [e for e in entries if lo <= e[3] < hi or (i == k - 1 and e[3] == hi)]
         try:
             with open(path, "rb", buffering=0) as fh, Reader(fh, digest) as reader:
                 for name, dtype, shape, begin, end in entries:
@@ -115,6 +124,17 @@ def scan_safetensors(path: Path, scan: FileScan | None = None, digest: bool = Tr
             scan.problem(f"{', '.join(unchecked)} tensors: packed 6-bit values are not decoded; zeros and NaN not checked", "read")
     scan.seconds = time.perf_counter() - t0
     return scan
+
+
+def merge_parts(parts: list[FileScan]) -> FileScan:
+    """One FileScan from the parts of one file, in part order (tensors stay in file order)."""
+    out = parts[0]
+    for p in parts[1:]:
+        out.tensors.extend(p.tensors)
+        out.problems.extend(x for x in p.problems if x not in out.problems)
+        out.seconds += p.seconds
+        out.bytes = max(out.bytes, p.bytes)
+    return out
 
 
 def read_index(path: Path, scan: FileScan | None = None) -> FileScan:
