@@ -4,9 +4,11 @@ Writes a sharded bf16 safetensors checkpoint (default 4 GB, 4 shards, planted Na
 .bench/ (gitignored), then times as separate processes: `cat > /dev/null` (warm), an O_DIRECT read
 (cold-read rate), `autopsy scan`, the naive peer (torch import + safetensors.torch.load_file +
 torch.isnan/isinf per tensor) and `autopsy diff DIR DIR`. The page cache here is dropped after ~30 s
-idle, so the files are re-read right before each timed command. Peak RSS from /usr/bin/time.
+idle, so the files are re-read right before each timed command. Peak RSS of the largest process from
+/usr/bin/time; one extra untimed run samples the whole process tree (workers included). With --cold
+(root), cat and autopsy scan are also timed with the page cache dropped before each run.
 
-    .venv/bin/python benchmarks/bench_scan.py [--gb 4] [--keep] [--repeat 3] [--workers 1]
+    .venv/bin/python benchmarks/bench_scan.py [--gb 4] [--keep] [--repeat 3] [--workers 1] [--cold]
 
 Timings on a shared VM vary by up to 50% from run to run, so each command runs --repeat times,
 interleaved, and the medians (with the range and the per-run naive/scan ratios) are printed.
@@ -91,10 +93,39 @@ print(bad)
 """
 
 
+def drop_caches() -> bool:
+    try:
+        subprocess.run("sync", check=True)
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def cold(files: list[Path], d: Path, repeat: int) -> None:
+    """cat, autopsy scan (default workers) and autopsy scan -j 1 with the page cache dropped before each."""
+    fl = " ".join(map(str, files))
+    cmds = {"cat (cold)": f"cat {fl} > /dev/null",
+            "autopsy scan (cold)": f"{PY} -m autopsy scan {d} --format json -o /dev/null",
+            "autopsy scan -j 1 (cold)": f"{PY} -m autopsy scan {d} --format json -o /dev/null --workers 1"}
+    runs: dict[str, list[float]] = {k: [] for k in cmds}
+    for _ in range(repeat):
+        for k, cmd in cmds.items():
+            if not drop_caches():
+                print("cold runs skipped: cannot write /proc/sys/vm/drop_caches (needs root)")
+                return
+            runs[k].append(timed(cmd)[0])
+    cat = statistics.median(runs["cat (cold)"])
+    for k, v in runs.items():
+        med = statistics.median(v)
+        print(f"{k:28} {med:8.2f} {min(v):6.2f}-{max(v):<6.2f} {med / cat:5.2f}x cold cat")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gb", type=float, default=4.0)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--cold", action="store_true", help="also time truly cold runs (drops the page cache: root only)")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs of each command (medians are reported)")
     ap.add_argument("--workers", type=int, default=0, help="autopsy scan --workers (0 = the CLI default: one per core, at most 2)")
     args = ap.parse_args()
@@ -147,6 +178,8 @@ def main() -> None:
         m = measure(["bash", "-c", cmds[k]])
         print(f"memory of {k}: largest process {m.peak_rss_mb:.0f} MB; all processes summed: "
               f"RSS {m.tree_rss_mb:.0f} MB, PSS {m.tree_pss_mb:.0f} MB")
+    if args.cold:
+        cold(files, d, args.repeat)
     if not args.keep:
         shutil.rmtree(REPO / ".bench")
 

@@ -17,12 +17,12 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from report_browser import ensure_chromium, screenshot
-from test_report_browser import sample_runs
+from report_browser import ensure_chromium, screenshot  # noqa: E402  (after the sys.path line)
+from test_report_browser import sample_runs  # noqa: E402  (after the sys.path line)
 
-from autopsy.pipeline import analyze
-from autopsy.render import html
-from autopsy.report import build_report
+from autopsy.pipeline import analyze  # noqa: E402  (after the sys.path line)
+from autopsy.render import html  # noqa: E402  (after the sys.path line)
+from autopsy.report import build_report  # noqa: E402  (after the sys.path line)
 
 SHOTS = {"failing": [("report-failing.png", 1280, 2000), ("report-failing-phone.png", 390, 1500)],
          "healthy": [("report-healthy.png", 1280, 1300)]}
