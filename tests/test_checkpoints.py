@@ -399,3 +399,15 @@ def test_scan_lists_layers_in_numeric_order_after_problem_tensors(tmp_path):
     assert scan_command([p], fmt="json", output=str(out)) == 1
     names = [t["name"] for t in json.loads(out.read_text())["files"][0]["tensors"]]
     assert names == ["layers.9.w", "layers.11.b", "layers.2.w", "layers.10.w"]
+
+
+def test_scan_table_written_to_a_file_has_no_terminal_colours(tmp_path, monkeypatch):
+    import sys
+
+    p = tmp_path / "m.safetensors"
+    save_file({"w": torch.tensor([1.0, NAN])}, str(p))
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)  # as when run from a terminal
+    out = tmp_path / "t.txt"
+    assert scan_command([p], output=str(out)) == 1
+    text = out.read_text()
+    assert "1 non-finite" in text and "\x1b[" not in text

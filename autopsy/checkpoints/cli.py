@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import sys
 from collections.abc import Iterable
 from concurrent.futures import BrokenExecutor, Executor, Future, ThreadPoolExecutor
@@ -190,7 +191,8 @@ def _natural(name: str) -> list[tuple[int, int | str]]:
     return [(0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", name) if p]
 
 
-def _render_table(scans: list[FileScan]) -> str:
+def _render_table(scans: list[FileScan], styles: bool = False) -> str:
+    """The per-file tables; ``styles``: ANSI colours (only for a terminal, never into a file)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -219,7 +221,7 @@ def _render_table(scans: list[FileScan]) -> str:
             if len(clean) > CLEAN_ROWS:
                 console.print(f"  ... {len(clean) - CLEAN_ROWS} more finite tensors (--format json lists all)", highlight=False)
         console.print("")
-    return console.export_text(styles=sys.stdout.isatty())
+    return console.export_text(styles=styles)
 
 
 def _emit(text: str, output: str | None) -> None:
@@ -254,7 +256,8 @@ def scan_command(paths: list[Path], fmt: str = "table", workers: int = 1, output
 
         _emit(json.dumps(jsonable(doc), indent=1) + "\n", output)
     else:
-        _emit(_render_table(scans), output)
+        to_terminal = (not output or output == "-") and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+        _emit(_render_table(scans, styles=to_terminal), output)
     for s in unreadable:
         _err(f"{s.path}: {'; '.join(m for st, m in s.problems if st == 'unreadable')}")
     return code
