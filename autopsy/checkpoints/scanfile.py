@@ -14,9 +14,9 @@ import numpy as np
 from autopsy.checkpoints.stats import CHUNK_BYTES, Accumulator, digest_hex, feed
 from autopsy.model import TensorStat
 
-#: bytes of the file mapped at a time (per reader: with 4 workers at most 4 windows are mapped)
+#: bytes of the file mapped at a time, per reader (one reader per file being scanned)
 WINDOW_BYTES = 16 * 1024 * 1024
-_MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, 'MAP_POPULATE', 0)
+_MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
 
 
 @dataclass
@@ -84,25 +84,28 @@ class Reader:
         return to_stat(name, dtype, shape, numel, acc), got
 
     def feed_range(self, acc: Accumulator, offset: int, length: int) -> int:
+        done = self._feed_mapped(acc, offset, length) if self.mapped else 0
         if self.mapped:
-            try:
-                return self._feed_mapped(acc, offset, length)
-            except (OSError, ValueError, OverflowError):
-                self.close()
-                self.mapped = False  # e.g. a filesystem without mmap: read instead
-        return self._feed_read(acc, offset, length)
+            return done
+        return done + self._feed_read(acc, offset + done, length - done)
 
     def _feed_mapped(self, acc: Accumulator, offset: int, length: int) -> int:
+        """Bytes fed; where a window cannot be mapped, mapping stops for good and the caller reads the rest."""
         end = min(offset + length, self.size)
         pos = offset
         while pos < end:
             n = min(CHUNK_BYTES, end - pos)
             if pos < self._lo or pos + n > self._hi:
-                self._remap(pos, n)
+                try:
+                    self._remap(pos, n)
+                except (OSError, ValueError, OverflowError):
+                    self.close()
+                    self.mapped = False  # e.g. a filesystem without mmap
+                    break
             assert self._arr is not None
             feed(acc, self._arr[pos - self._lo: pos - self._lo + n])
             pos += n
-        return max(0, pos - offset)
+        return pos - offset
 
     def _remap(self, pos: int, n: int) -> None:
         self.close()
