@@ -25,10 +25,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
                   help="Post-mortem analysis of failed deep-learning and LLM fine-tuning runs.")
 
 
-#: default scan parallelism: numpy's passes and file reads release the GIL, so threads scale to the
-#: cores; more than 4 only contends for the disk
-
-
 class Format(str, Enum):
     html = "html"
     md = "md"

@@ -55,25 +55,27 @@ if TYPE_CHECKING:
 __all__ = ["analyze", "build_checkpoint", "collect", "scan_file"]
 
 
+def file_kind(path: Path, kind: str | None = None) -> str:
+    """discover's kind for a checkpoint file, or one guessed from its name."""
+    name = path.name.lower()
+    return kind or ("weights_index" if name.endswith(".index.json") else
+                    "safetensors" if name.endswith(".safetensors") else "torch")
+
+
 def scan_file(path: Path, kind: str | None = None, digest: bool = True, part: tuple[int, int] = (0, 1)) -> FileScan:
-    """Scan one file by its kind (discover's kind, or guessed from the name).
+    """Scan one file by its kind (see :func:`file_kind`).
 
     ``digest=False`` skips the per-tensor digest (bitwise-unchanged detection needs it; ``scan`` does not).
-    ``part=(i, k)``: the i-th of k slices of a safetensors file (see ``scan_safetensors``); other kinds
-    are scanned whole by part 0 and part i > 0 returns an empty scan.
+    ``part=(i, k)``: the i-th of k slices of a safetensors file (see ``scan_safetensors``); only
+    safetensors files are split.
     """
     from autopsy.checkpoints.safetensors_file import read_index, scan_safetensors
-    from autopsy.checkpoints.scanfile import FileScan
 
-    name = path.name.lower()
-    kind = kind or ("weights_index" if name.endswith(".index.json") else
-                    "safetensors" if name.endswith(".safetensors") else "torch")
+    kind = file_kind(path, kind)
     if kind == "weights_index":
-        return read_index(path) if part[0] == 0 else FileScan(path, "index")
+        return read_index(path)
     if kind == "safetensors":
         return scan_safetensors(path, digest=digest, part=part)
-    if part[0] > 0:
-        return FileScan(path, "torch_zip")
     from autopsy.checkpoints.torch_file import scan_torch
 
     return scan_torch(path, digest=digest)

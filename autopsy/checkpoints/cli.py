@@ -94,8 +94,9 @@ MIN_PART_BYTES = 512 * 1024 * 1024
 
 def _parts(path: Path, kind: str | None, size: int, workers: int, n_files: int) -> list[tuple[int, int]]:
     """How many workers share one file: only safetensors, only when files are fewer than workers."""
-    is_st = kind == "safetensors" or (kind is None and path.name.lower().endswith(".safetensors"))
-    if workers <= 1 or n_files >= workers or not is_st:
+    from autopsy.checkpoints import file_kind
+
+    if workers <= 1 or n_files >= workers or file_kind(path, kind) != "safetensors":
         return [(0, 1)]
     k = max(1, min(workers, size // MIN_PART_BYTES))
     return [(i, k) for i in range(k)]
@@ -119,17 +120,11 @@ def _pool(workers: int) -> Executor:
     return ThreadPoolExecutor(max_workers=1)
 
 
-def _scan_one(path: str, kind: str | None, digest: bool, part: tuple[int, int] = (0, 1)) -> str | FileScan:
+def _scan_one(path: str, kind: str | None, digest: bool, part: tuple[int, int]) -> str:
+    """One file (or part of one) scanned, as JSON text: what a worker process sends back."""
     from autopsy.checkpoints import scan_file
 
-    scan = scan_file(Path(path), kind, digest, tuple(part))
-    return _to_wire(scan) if _in_worker_process() else scan
-
-
-def _in_worker_process() -> bool:
-    import multiprocessing
-
-    return multiprocessing.parent_process() is not None
+    return _to_wire(scan_file(Path(path), kind, digest, part))
 
 
 def _result(path: Path, fut: Future) -> FileScan:
@@ -140,7 +135,7 @@ def _result(path: Path, fut: Future) -> FileScan:
         scan.problem(f"not scanned: a worker process died during the scan ({type(exc).__name__}), e.g. a file was "
                      "truncated while it was read; rerun with --workers 1 to see which file fails", "unreadable")
         return scan
-    return _from_wire(got) if isinstance(got, str) else got
+    return _from_wire(got)
 
 
 def _to_wire(scan: FileScan) -> str:
