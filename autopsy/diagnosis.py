@@ -1,23 +1,34 @@
-"""Combine findings into one verdict.
+"""Combine findings into one verdict: a causal timeline, not a sort by severity.
 
-Measuring (detectors) and judging (here) are kept apart. Rules:
+Measuring (detectors) and judging (here) are kept apart. docs/diagnosis.md describes the model:
 
-* ``inconclusive`` ("nothing to judge"): the run has no metrics, no events and no checkpoints;
-  a config alone says nothing about how training went, so it is not called healthy.
-* ``healthy``: no finding at error level or above remains.
-* ``failed``: an error-level finding names a root cause with at least ``MIN_FAILED_CONFIDENCE``;
-  the best-supported cause wins: direct evidence (a message or config that names the cause)
-  above a cause inferred from a curve's shape, then confidence, then the earliest step.
-  Several detectors naming the same cause reinforce it (noisy-or, capped).
-* ``inconclusive``: error-level symptoms (e.g. a NaN onset) but no cause strong enough, or the
-  two best causes too close to call on the same kind of evidence.
+1. **Timeline.** Every finding is an anomaly at a time: config facts at step 0, events at their
+   step or line, series anomalies at their onset, checkpoint anomalies at their save step. Each
+   carries what it observed (``Finding.symptom``) and, when it can, the cause it proposes.
+2. **Candidates.** One candidate per proposed root cause; detectors that name the same cause
+   reinforce it (noisy-or, capped). A candidate's onset is its earliest finding (0 when a config or
+   a message present from the start establishes it).
+3. **Consequences are not rivals.** A candidate established only by symptoms that an earlier (or
+   simultaneous) candidate explains (``autopsy.causes.EXPLAINS``) is that candidate's consequence:
+   weights that stop moving *after* an LR-driven NaN are shown under the LR, never beside it.
+   A candidate seen directly (a message or config naming it) is never demoted, except the generic
+   ``crash``.
+4. **Ranking.** Among the remaining candidates at error level: how much of the observed failure
+   (the distinct error-level symptoms) each explains, then directness (direct > inferred), then
+   confidence, then the prior (``autopsy.causes.PRIOR``), then the earliest onset.
+5. **Verdict.** ``failed`` with the top cause; ``inconclusive`` when the two best are
+   indistinguishable (same coverage and basis, confidences within ``TIE_MARGIN``), when only
+   symptoms are at error level, or when there is nothing to judge; ``healthy`` when nothing at error
+   level remains. Damage (non-finite, empty or all-zero saved weights) is an error by itself, so a
+   run with NaN weights is never healthy.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from autopsy.causes import DAMAGE, EXPLAINS, PRIOR, explains
 from autopsy.model import (
     ROOT_CAUSES,
     SEVERITY_RANK,
@@ -26,6 +37,7 @@ from autopsy.model import (
     Diagnosis,
     Finding,
     Run,
+    TimelineEntry,
     Verdict,
 )
 
@@ -36,9 +48,12 @@ TIE_MARGIN = 0.05
 MIN_FAILED_CONFIDENCE = 0.5
 #: agreement between detectors raises confidence, but never to certainty
 MAX_CONFIDENCE = 0.97
+#: each error-level symptom the verdict's cause does not explain lowers its confidence by this much
+UNEXPLAINED_PENALTY = 0.08
 #: causes that say "it died" without saying why: any specific cause of equal standing ranks above
 GENERIC_CAUSES = ("crash", "unknown")
 MAX_CHAIN = 40
+MAX_TIMELINE = 60
 
 #: what would tell a cause apart from the others (shown with the alternatives)
 TELLS: dict[str, str] = {
@@ -50,6 +65,9 @@ TELLS: dict[str, str] = {
     "framework_bug": "rerun with the named version upgraded or the flag turned off, everything else unchanged",
     "out_of_memory": "rerun with half the batch size: an OOM that disappears was memory",
     "crash": "read the full traceback: the frame that raised names the component at fault",
+    "lr_schedule_stalled": "print the LR of the first steps: a schedule that never leaves ~0 trains nothing",
+    "kl_estimator_overflow": "clamp the log-ratio before exp() in the KL term: a NaN that disappears was the estimator",
+    "zero3_empty_tensors": "load the saved state dict and print shapes: [0] means partitions were saved ungathered",
 }
 
 
@@ -61,6 +79,13 @@ class _Cause:
     first_step: int | None
     best: Finding
     support: list[Finding]
+    onset: int | None = None  # 0 when present from the start (config, or a message with no step)
+    consequence_of: str | None = None
+    explained: list[Finding] = field(default_factory=list)
+
+    @property
+    def coverage(self) -> int:
+        return len({f.symptom for f in self.explained if f.symptom and SEVERITY_RANK[f.severity] >= SEVERITY_RANK["error"]})
 
 
 def rank_key(f: Finding) -> tuple:
@@ -72,14 +97,22 @@ def rank_key(f: Finding) -> tuple:
 def diagnose(findings: list[Finding], outcomes: list[DetectorOutcome], run: Run | None = None) -> Diagnosis:
     ordered = sorted(findings, key=lambda f: (-SEVERITY_RANK[f.severity], -BASIS_RANK.get(f.basis, 0),
                                               -f.confidence, f.code))
+    for f in ordered:
+        f.explained_by = None
     serious = [f for f in ordered if SEVERITY_RANK[f.severity] >= SEVERITY_RANK["error"]]
     causes = _causes(ordered)
-    strong = [c for c in causes if SEVERITY_RANK[c.best.severity] >= SEVERITY_RANK["error"]
+    _mark_consequences(causes)
+    live = [c for c in causes if c.consequence_of is None]
+    for c in live:
+        c.explained = [f for f in ordered if f.root_cause == c.root_cause or (
+            explains(c.root_cause, f.symptom) and _precedes(c.onset, f.first_step))]
+    live.sort(key=_cause_key)
+    strong = [c for c in live if SEVERITY_RANK[c.best.severity] >= SEVERITY_RANK["error"]
               and (c.basis == "direct" or c.confidence >= MIN_FAILED_CONFIDENCE)]
     alternatives: list[dict] = []
+    top: _Cause | None = None
     if not serious and run is not None and _nothing_to_judge(run):
-        verdict = Verdict("inconclusive", "unknown", 0.0,
-                          "Nothing to judge: no metrics, log events or checkpoints were read from the artifacts.")
+        verdict = Verdict("inconclusive", "unknown", 0.0, _nothing_headline(run))
     elif not serious:
         headline = "No failure found in the artifacts read." + _healthy_evidence(run)
         if any(f.severity == "warning" for f in ordered):
@@ -89,26 +122,74 @@ def diagnose(findings: list[Finding], outcomes: list[DetectorOutcome], run: Run 
     elif strong:
         top = strong[0]
         status = "failed"
-        if len(strong) > 1 and strong[1].basis == top.basis and abs(strong[1].confidence - top.confidence) < TIE_MARGIN \
-                and strong[1].root_cause not in GENERIC_CAUSES and top.root_cause not in GENERIC_CAUSES:
+        if len(strong) > 1 and _indistinguishable(top, strong[1]):
             status = "inconclusive"
-        verdict = Verdict(status, top.root_cause if status == "failed" else "unknown", top.confidence,
+        unexplained = _unexplained(serious, top)
+        conf = max(0.3, top.confidence - UNEXPLAINED_PENALTY * len(unexplained)) if status == "failed" else top.confidence
+        verdict = Verdict(status, top.root_cause if status == "failed" else "unknown", conf,
                           _headline(top, ordered, status))
+        if status == "failed":
+            for f in top.explained:
+                if f.root_cause != top.root_cause:
+                    f.explained_by = top.root_cause
+            for c in causes:
+                if c.consequence_of == top.root_cause:
+                    for f in c.support:
+                        f.explained_by = top.root_cause
         alternatives = _alternatives(causes, top)
     else:
         symptom = serious[0]
-        conf = min(symptom.confidence, causes[0].confidence if causes else 0.3, 0.5)
-        headline = f"{symptom.title}; the artifacts do not single out a cause"
-        if causes:
-            headline += f" (best candidate: {causes[0].root_cause}, {causes[0].confidence:.2f})"
+        conf = min(symptom.confidence, live[0].confidence if live else 0.3, 0.5)
+        damage = next((f for f in serious if f.symptom in DAMAGE), None)
+        headline = f"{(damage or symptom).title}; the artifacts do not single out a cause"
+        if live:
+            headline += f" (best candidate: {live[0].root_cause}, {live[0].confidence:.2f})"
         verdict = Verdict("inconclusive", "unknown", conf, headline + ".")
         alternatives = _alternatives(causes, None)
     chain = build_chain(ordered, verdict)
-    return Diagnosis(verdict=verdict, findings=ordered, chain=chain, alternatives=alternatives, detectors=outcomes)
+    timeline = build_timeline(ordered, verdict)
+    return Diagnosis(verdict=verdict, findings=ordered, chain=chain, timeline=timeline, alternatives=alternatives,
+                     detectors=outcomes)
+
+
+def _precedes(onset: int | None, step: int | None) -> bool:
+    """A cause must precede, or be present from the start of, the symptom it explains."""
+    return onset is None or step is None or step >= onset
+
+
+def _cause_key(c: _Cause) -> tuple:
+    return (-SEVERITY_RANK[c.best.severity] if c.best.severity in ("critical", "error") else -1,
+            c.root_cause in GENERIC_CAUSES and c.basis != "direct",
+            -c.coverage, -BASIS_RANK.get(c.basis, 0), c.root_cause in GENERIC_CAUSES,
+            -round(c.confidence, 2), -PRIOR.get(c.root_cause, 0.0),
+            c.onset if c.onset is not None else 1 << 62)
+
+
+def _indistinguishable(a: _Cause, b: _Cause) -> bool:
+    return (b.basis == a.basis and b.coverage == a.coverage and abs(b.confidence - a.confidence) < TIE_MARGIN
+            and a.root_cause not in GENERIC_CAUSES and b.root_cause not in GENERIC_CAUSES)
+
+
+def _unexplained(serious: list[Finding], top: _Cause) -> list[Finding]:
+    got = {id(f) for f in top.explained}
+    return [f for f in serious if id(f) not in got and f.root_cause != top.root_cause and f.symptom]
 
 
 def _nothing_to_judge(run: Run) -> bool:
     return run.scalars.empty and not run.events and not run.checkpoints
+
+
+def _nothing_headline(run: Run) -> str:
+    """Say plainly what was looked at, so "nothing to judge" is never read as "something is wrong"."""
+    read = [a.path for a in run.artifacts if a.status in ("read", "partial") and a.kind not in ("ignored", "skipped")]
+    other = [a.path for a in run.artifacts if a.status in ("ignored", "unreadable") or a.kind in ("ignored", "skipped")]
+    parts = ["Nothing to judge: no training metrics, log events or checkpoints were found"]
+    if read:
+        parts.append(f"read {len(read)} file(s) ({', '.join(read[:4])}{', ...' if len(read) > 4 else ''})"
+                     + (f", {len(run.config.keys())} config fact(s)" if run.config.keys() else ""))
+    if other:
+        parts.append(f"not recognised or not readable: {len(other)} ({', '.join(other[:4])}{', ...' if len(other) > 4 else ''})")
+    return "; ".join(parts) + "."
 
 
 def _causes(ordered: list[Finding]) -> list[_Cause]:
@@ -130,12 +211,33 @@ def _causes(ordered: list[Finding]) -> list[_Cause]:
             miss *= 1.0 - f.confidence
         conf = min(MAX_CONFIDENCE, max(best.confidence, 1.0 - miss))
         basis = max((f.basis for f in fs), key=lambda b: BASIS_RANK.get(b, 0))
-        out.append(_Cause(rc, conf, basis, best.first_step, best, fs))
-    out.sort(key=lambda c: (-SEVERITY_RANK[c.best.severity] if c.best.severity in ("critical", "error") else -1,
-                            c.root_cause in GENERIC_CAUSES and c.basis != "direct", -BASIS_RANK.get(c.basis, 0),
-                            c.root_cause in GENERIC_CAUSES, -c.confidence,
-                            c.first_step if c.first_step is not None else 1 << 62))
+        steps = [f.first_step for f in fs if f.first_step is not None]
+        present_from_start = any(f.first_step is None and f.basis == "direct" for f in fs)
+        onset = 0 if present_from_start else (min(steps) if steps else None)
+        out.append(_Cause(rc, conf, basis, best.first_step, best, fs, onset=onset))
+    out.sort(key=_cause_key)
     return out
+
+
+def _mark_consequences(causes: list[_Cause]) -> None:
+    """A candidate whose every finding is a symptom an earlier candidate explains is its consequence."""
+    for x in sorted(causes, key=lambda c: -(c.onset if c.onset is not None else -1)):
+        if x.basis == "direct" and x.root_cause not in GENERIC_CAUSES:
+            continue
+        own = [f for f in x.support if SEVERITY_RANK[f.severity] >= SEVERITY_RANK["warning"]]
+        if not own or any(not f.symptom for f in own):
+            continue
+        for y in sorted(causes, key=_cause_key):
+            if y is x or y.consequence_of is not None or y.root_cause in GENERIC_CAUSES:
+                continue
+            if not (y.onset is not None and x.onset is not None and y.onset <= x.onset) and y.onset != 0:
+                continue
+            if all(explains(y.root_cause, f.symptom) for f in own):
+                if y.onset == x.onset and _cause_key(x) < _cause_key(y) and all(
+                        explains(x.root_cause, f.symptom) for f in y.support if f.symptom):
+                    continue  # mutual and simultaneous: the stronger one stays the cause
+                x.consequence_of = y.root_cause
+                break
 
 
 def _headline(top: _Cause, ordered: list[Finding], status: str) -> str:
@@ -157,14 +259,24 @@ def _alternatives(causes: list[_Cause], top: _Cause | None) -> list[dict]:
     for c in causes:
         if top is not None and c.root_cause == top.root_cause:
             continue
+        if c.consequence_of:
+            why = (f"a consequence, not a cause: {c.best.symptom or 'its evidence'} (from step {c.onset}) is explained by "
+                   f"{c.consequence_of}, which came first")
+        elif top is not None:
+            why = _why_lower(top, c)
+        else:
+            why = "not enough evidence for a verdict"
         out.append({"root_cause": c.root_cause, "confidence": round(c.confidence, 3), "code": c.best.code,
-                    "title": c.best.title, "basis": c.basis,
-                    "why_lower": _why_lower(top, c) if top is not None else "not enough evidence for a verdict",
+                    "title": c.best.title, "basis": c.basis, "why_lower": why,
+                    "explains": c.coverage, "consequence_of": c.consequence_of,
                     "tell_apart": TELLS.get(c.root_cause, "")})
     return out[:6]
 
 
 def _why_lower(top: _Cause, other: _Cause) -> str:
+    if top.coverage > other.coverage:
+        return (f"explains less of the failure: {other.coverage} of the observed error-level symptoms vs "
+                f"{top.coverage} for {top.root_cause}")
     if BASIS_RANK.get(top.basis, 0) > BASIS_RANK.get(other.basis, 0):
         return (f"{ROOT_CAUSES.get(top.root_cause, top.root_cause)} is seen directly ({top.basis}); "
                 f"{other.root_cause} is {other.basis} from the curves.")
@@ -188,6 +300,28 @@ def build_chain(findings: list[Finding], verdict: Verdict) -> list[ChainStep]:
     # preconditions (config, no step) first, then by step; within a step, by position in the file
     items.sort(key=lambda c: (c.step is not None, c.step if c.step is not None else 0, c.artifact, _line(c.where)))
     return items[:MAX_CHAIN]
+
+
+def build_timeline(findings: list[Finding], verdict: Verdict) -> list[TimelineEntry]:
+    """Every anomaly at its time (config at step 0), with its role: the cause, what it explains, the rest."""
+    out: list[TimelineEntry] = []
+    for f in findings:
+        if f.severity == "info":
+            continue
+        if verdict.status == "failed" and f.root_cause == verdict.root_cause:
+            role = "cause"
+        elif f.explained_by:
+            role = "explained"
+        elif SEVERITY_RANK[f.severity] >= SEVERITY_RANK["error"]:
+            role = "unexplained" if verdict.status != "healthy" else "context"
+        else:
+            role = "context"
+        ev = f.evidence[0] if f.evidence else None
+        step = f.first_step if f.first_step is not None else (ev.step if ev is not None else None)
+        out.append(TimelineEntry(step if step is not None else (0 if f.basis == "direct" else None), f.code, f.symptom,
+                                 role, f.title, ev.artifact if ev else "", ev.where if ev else ""))
+    out.sort(key=lambda t: (t.step is None, t.step if t.step is not None else 0, t.role != "cause", t.code))
+    return out[:MAX_TIMELINE]
 
 
 def _line(where: str) -> int:

@@ -43,6 +43,9 @@ ROOT_CAUSES: dict[str, str] = {
     "vocab_mismatch": "Token ids exceed the model's vocabulary (tokenizer/model mismatch).",
     "framework_bug": "A known bug of a framework version triggered by this configuration.",
     "out_of_memory": "The run died from running out of (GPU) memory.",
+    "zero3_empty_tensors": "ZeRO-3 partitioned parameters were saved without gathering: the checkpoint holds [0]-shaped tensors.",
+    "kl_estimator_overflow": "The KL estimator (exp of a log-ratio) overflowed: NaN gradients reached the policy weights.",
+    "lr_schedule_stalled": "The learning-rate schedule kept the LR near zero (warmup longer than the run, scheduler never stepped).",
     "crash": "The run died from an exception that names no known training failure.",
     "unknown": "Something is wrong, but the evidence does not single out a cause.",
 }
@@ -402,6 +405,10 @@ class Finding:
     references: list[str] = field(default_factory=list)
     #: how the cause was established: "direct" (a message or config that names it) or "inferred"
     basis: Literal["direct", "inferred", "symptom"] = "inferred"
+    #: what was observed, one id of autopsy.causes.SYMPTOMS (the diagnosis matches it against EXPLAINS)
+    symptom: str | None = None
+    #: set by the diagnosis: the root cause that explains this finding when it is not the cause itself
+    explained_by: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -409,6 +416,7 @@ class Finding:
             "confidence": round(float(self.confidence), 3), "title": self.title, "message": self.message,
             "first_step": self.first_step, "evidence": [e.to_json() for e in self.evidence],
             "remedies": list(self.remedies), "references": list(self.references), "basis": self.basis,
+            "symptom": self.symptom, "explained_by": self.explained_by,
         }
 
 
@@ -444,10 +452,28 @@ class ChainStep:
 
 
 @dataclass
+class TimelineEntry:
+    """One anomaly on the run's time axis (config facts at step 0)."""
+
+    step: int | None
+    code: str
+    symptom: str | None
+    role: Literal["cause", "explained", "unexplained", "context"]
+    text: str
+    artifact: str
+    where: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step": self.step, "code": self.code, "symptom": self.symptom, "role": self.role, "text": self.text,
+                "artifact": self.artifact, "where": self.where}
+
+
+@dataclass
 class Diagnosis:
     verdict: Verdict
     findings: list[Finding]
     chain: list[ChainStep] = field(default_factory=list)
+    timeline: list[TimelineEntry] = field(default_factory=list)
     alternatives: list[dict[str, Any]] = field(default_factory=list)
     detectors: list[DetectorOutcome] = field(default_factory=list)
 
