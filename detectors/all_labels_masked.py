@@ -168,5 +168,5 @@ def detect(run: Run) -> Iterable[Finding]:
             "-100 before training and count them."),
         ],
         references=list(REFS),
-        basis="direct" if warned else "inferred",
+        basis="direct" if warned else "inferred", symptom="zero_loss",
     )

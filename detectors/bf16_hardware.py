@@ -78,7 +78,7 @@ def detect(run: Run) -> Iterable[Finding]:
             message="The run stopped at start-up: " + errors[0].message.strip().splitlines()[-1][:200]
                     + (f" (GPU: {old_gpu[0]})" if old_gpu else "") + ".",
             first_step=errors[0].step, evidence=evidence, remedies=list(REMEDIES), references=list(REFS),
-            basis="direct",
+            basis="direct", symptom="config_defect",
         )
         return
     if requested and old_gpu:
@@ -88,5 +88,5 @@ def detect(run: Run) -> Iterable[Finding]:
             message=f"bf16 is enabled ({requested.detail}) on {old_gpu[0]}, which has no native bf16: expect a "
                     "start-up error or slow emulated bf16.",
             first_step=None, evidence=[requested, fact_evidence(old_gpu[1], f"GPU: {old_gpu[0]}")],
-            remedies=list(REMEDIES), references=list(REFS), basis="direct",
+            remedies=list(REMEDIES), references=list(REFS), basis="direct", symptom="config_defect",
         )

@@ -94,7 +94,7 @@ def detect(run: Run) -> Iterable[Finding]:
             remedies.append(resume[0].upper() + resume[1:] + ".")
         yield Finding(code=CODE, name=SLUG, root_cause="out_of_memory", severity="critical", confidence=0.95,
                       title=f"Out of memory{at}", message=f"The run died{at}: {exc_type}: {exc_msg[:200]}",
-                      first_step=step, evidence=evidence, remedies=remedies, basis="direct")
+                      first_step=step, evidence=evidence, remedies=remedies, basis="direct", symptom="oom")
         return
     remedies = [f"Fix the {exc_type} named in the traceback (see the frame it was raised in)."]
     if resume:
@@ -108,4 +108,4 @@ def detect(run: Run) -> Iterable[Finding]:
     yield Finding(code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error",
                   confidence=AFTER_NAN_CONFIDENCE if after_nan else GENERIC_CONFIDENCE,
                   title=f"Crashed with {exc_type}{at}", message=f"The run died{at}: {exc_type}: {exc_msg[:300]}",
-                  first_step=step, evidence=evidence, remedies=remedies, basis="direct")
+                  first_step=step, evidence=evidence, remedies=remedies, basis="direct", symptom="crash")

@@ -182,5 +182,5 @@ def detect(run: Run) -> Iterable[Finding]:
               "Empty responses likely: only the length-normalised terms went NaN",
         message="; ".join(reasons) + ".",
         first_step=first_step, evidence=evidence, remedies=list(REMEDIES), references=list(REFS),
-        basis="direct" if direct else "inferred",
+        basis="direct" if direct else "inferred", symptom="nonfinite_aux" if symptom else "config_defect",
     )

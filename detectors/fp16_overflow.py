@@ -97,7 +97,7 @@ def detect(run: Run) -> Iterable[Finding]:
                 title="Weights are float16: overflow-prone (max 65504)",
                 message="The model is trained with float16 weights; no overflow is visible in the artifacts read, "
                         "but pure-half training has no fp32 master copy and overflows easily.",
-                evidence=[pure[0].evidence], remedies=_remedies(run, None), basis="inferred")
+                evidence=[pure[0].evidence], remedies=_remedies(run, None), basis="inferred", symptom="skipped_steps")
         return
     strongest = signals[0]
     direct = strongest.pure_half and strongest.strength in ("config", "message")
@@ -115,7 +115,7 @@ def detect(run: Run) -> Iterable[Finding]:
         title="fp16 overflow" + (f" from step {first_step}" if first_step is not None else ""),
         message=f"The run computes in float16 ({strongest.evidence.detail.split(':')[0]}) and {what}.",
         first_step=first_step, evidence=evidence, remedies=_remedies(run, resume),
-        basis="direct" if direct else "inferred",
+        basis="direct" if direct else "inferred", symptom="nonfinite_loss",
     )
 
 
@@ -215,7 +215,7 @@ def _collapse(run: Run) -> Finding | None:
         title="fp16 loss scale collapsed" + (f" to {fmt(lows)}" if lows is not None else " to its minimum")
               + (f" at step {step}" if step is not None else ""),
         message=msg + ": persistent fp16 overflow, every update is skipped.", first_step=step,
-        evidence=evidence, remedies=remedies, basis="direct",
+        evidence=evidence, remedies=remedies, basis="direct", symptom="loss_scale_collapse",
     )
 
 

@@ -94,7 +94,7 @@ def _zero2_overlap(run: Run) -> Finding | None:
         message="ZeRO-2 with overlap_comm=true" + (f" on deepspeed {cfg.get('version.deepspeed')}" if ver else "")
                 + f" and {symptom.detail}: a known gradient corruption (DeepSpeed#5242, #5347)"
                 + (f"; grad_norm non-finite at {int((~gn.finite).sum())} logs" if len(gn) else "") + ".",
-        first_step=symptom.step, evidence=evidence, basis="inferred",
+        first_step=symptom.step, evidence=evidence, basis="inferred", symptom="known_bug_signature",
         references=["https://github.com/deepspeedai/DeepSpeed/issues/5347",
                     "https://github.com/deepspeedai/DeepSpeed/issues/5242"],
         remedies=[("Set \"overlap_comm\": false in the DeepSpeed zero_optimization block (or raise reduce_bucket_size), "
@@ -124,7 +124,7 @@ def _cudnn_sdpa(run: Run) -> Finding | None:
         title="cuDNN SDPA backward NaN (torch 2.5.0)",
         message=("torch 2.5.0 " if affected else "") + ("warned about cuDNN SDPA backward strides " if warns else "")
                 + f"and {symptom.detail}: the cuDNN attention backward produces NaN gradients (pytorch#138581, #139298).",
-        first_step=symptom.step, evidence=evidence, basis="direct" if direct else "inferred",
+        first_step=symptom.step, evidence=evidence, basis="direct" if direct else "inferred", symptom="known_bug_signature",
         references=["https://github.com/pytorch/pytorch/issues/139298"],
         remedies=[("Upgrade torch to >= 2.5.1, or call torch.backends.cuda.enable_cudnn_sdp(False) before training, "
                   "or use attn_implementation=\"eager\" / \"flash_attention_2\".")],
@@ -155,7 +155,7 @@ def _ga_loss(run: Run) -> Finding | None:
         title=f"transformers {ver_s}: logged loss inflated ~{int(ga)}x by gradient accumulation",
         message=f"transformers {ver_s} with gradient_accumulation_steps={int(ga)} scales the logged loss (and, for models "
                 "without loss_kwargs, the gradients) by the accumulation steps (transformers#34263, fixed in 4.47.1).",
-        first_step=loss[0].step if len(loss) else None, evidence=evidence, basis="direct" if inflated else "inferred",
+        first_step=loss[0].step if len(loss) else None, evidence=evidence, basis="direct" if inflated else "inferred", symptom="known_bug_signature",
         references=["https://github.com/huggingface/transformers/issues/34263"],
         remedies=["Upgrade transformers to >= 4.47.1 (or pin 4.45) and retrain; do not compare losses across versions."],
     )

@@ -88,7 +88,7 @@ def detect(run: Run) -> Iterable[Finding]:
         title="Trainable parameters receive no gradient",
         message="; ".join(dict.fromkeys(e.detail for e in evidence[:4])) + ".",
         first_step=first_step if first_step is not None else (curve.step if curve else None),
-        evidence=evidence, basis=basis,
+        evidence=evidence, basis=basis, symptom="no_grad" if direct_events else "frozen_weights",
         remedies=_remedies(run, bool(direct_events)),
     )
 

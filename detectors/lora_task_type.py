@@ -108,7 +108,7 @@ def detect(run: Run) -> Iterable[Finding]:
             title="LoRA task_type CAUSAL_LM on a sequence-classification model",
             message="PEFT wrapped a *ForSequenceClassification model as a causal LM and crashed: "
                     f"{crash[0].message.strip().splitlines()[-1][:200]}",
-            first_step=crash[0].step, evidence=evidence, remedies=_remedies(), references=list(REFS), basis="direct",
+            first_step=crash[0].step, evidence=evidence, remedies=_remedies(), references=list(REFS), basis="direct", symptom="crash",
         )
         return
 
@@ -139,7 +139,7 @@ def detect(run: Run) -> Iterable[Finding]:
         code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity=severity, confidence=confidence,
         title="LoRA task_type is not SEQ_CLS for a reward/classification model",
         message=msg, first_step=None, evidence=evidence, remedies=_remedies(), references=list(REFS),
-        basis="direct",
+        basis="direct", symptom="config_defect",
     )
 
 

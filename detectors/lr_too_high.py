@@ -155,5 +155,5 @@ def detect(run: Run) -> Iterable[Finding]:
         code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=min(conf, 0.85),
         title=f"Learning rate too high: diverged at step {step} (lr {lr_txt})",
         message="; ".join(e.detail for _, e in signals) + f"; then {fail_ev.detail}.",
-        first_step=step, evidence=evidence, remedies=remedies, basis="inferred",
+        first_step=step, evidence=evidence, remedies=remedies, basis="inferred", symptom="loss_divergence",
     )

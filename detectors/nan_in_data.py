@@ -83,7 +83,7 @@ def detect(run: Run) -> Iterable[Finding]:
         title=f"Abrupt NaN at step {onset.step} out of a calm curve: suspect the data",
         message=f"{onset.metric} is {shape}, with loss and grad_norm normal just before"
                 + ("; fp16 activation overflow on those batches is an equally good explanation." if fp16 else "."),
-        first_step=onset.step, evidence=evidence, basis="inferred",
+        first_step=onset.step, evidence=evidence, basis="inferred", symptom="nonfinite_loss",
         remedies=[(f"Dump the batches of step(s) {steps_txt or onset.step} and check inputs and labels with torch.isfinite; "
                   "count unmasked label tokens per sample (0 gives NaN means)."),
                   "Filter NaN/Inf/empty samples at data preparation; skip non-finite batches in the loop and log their indices."],

@@ -77,6 +77,7 @@ def detect(run: Run) -> Iterable[Finding]:
         title=f"Training went non-finite at {at}",
         message=f"First non-finite value at {at}: {onset.metric} ({shape}).",
         first_step=onset.step, evidence=evidence, remedies=remedies, basis="symptom",
+        symptom={"grad_norm": "nonfinite_grad_norm", "eval_loss": "eval_nonfinite"}.get(onset.metric, "nonfinite_loss"),
     )
 
 
@@ -94,5 +95,5 @@ def _skipped_steps(run: Run) -> Iterable[Finding]:
                  "with fp16 AMP these are steps the loss scaler skipped, which is normal when rare."),
         first_step=b0.step, evidence=[b0.evidence(f"grad_norm = {fmt(b0.value)} at step {b0.step}")],
         remedies=["Nothing to do if it stays rare; if it grows, switch to bf16 or lower the learning rate."],
-        basis="symptom",
+        basis="symptom", symptom="skipped_steps",
     )

@@ -123,6 +123,6 @@ def detect(run: Run) -> Iterable[Finding]:
         title=f"Loss {'overflowed' if half else 'exploded'} at step {p.step}, then read 0.0/NaN",
         message=f"{spike_txt}, {', '.join(tail)}" + (": the zeros are hidden non-finite losses, not convergence."
                                                      if n_zero else "."),
-        first_step=p.step, evidence=evidence, remedies=remedies, basis="symptom",
+        first_step=p.step, evidence=evidence, remedies=remedies, basis="symptom", symptom="overflow_then_zero",
     )
     return

@@ -166,4 +166,5 @@ def detect(run: Run) -> Iterable[Finding]:
                   "position_ids (do not pass an attention_mask with padding-free batches)."),
                   "Or set padding_free=False; compare the first losses with a padded baseline to confirm."],
         references=list(REFS), basis="direct" if (warned or fallback or guaranteed) else "inferred",
+        symptom="config_defect" if (warned or fallback or guaranteed) else "high_start_loss",
     )

@@ -77,7 +77,7 @@ def detect(run: Run) -> Iterable[Finding]:
                           "parallel label fix) and compare the loss with that SP=1 baseline."),
                           "Check the data: every sample must keep a non-empty assistant response after truncation.",
                           "Until fixed, set rpo_alpha to 0 (drop the NLL term) rather than train on a NaN regulariser."],
-                references=list(REFS), basis="inferred",
+                references=list(REFS), basis="inferred", symptom="nonfinite_aux",
             )
             return
 
@@ -96,5 +96,5 @@ def detect(run: Run) -> Iterable[Finding]:
             first_step=e.step, evidence=evidence,
             remedies=["Rerun with sequence_parallel_size 1 to confirm, then upgrade ms-swift.",
                       "If it only fails with SP>1, report it with the traceback and versions."],
-            references=list(REFS), basis="inferred",
+            references=list(REFS), basis="inferred", symptom="nonfinite_aux",
         )

@@ -84,7 +84,7 @@ def detect(run: Run) -> Iterable[Finding]:
                     + ".",
             first_step=e.step, evidence=evidence, remedies=list(REMEDIES) + (
                 ["Truncate inputs to max_position_embeddings (max_length/cutoff_len)."] if positional else []),
-            references=list(REFS), basis="direct" if (in_embedding or too_big) else "inferred",
+            references=list(REFS), basis="direct" if (in_embedding or too_big) else "inferred", symptom="crash",
         )
         return
     if too_big:
@@ -94,5 +94,5 @@ def detect(run: Run) -> Iterable[Finding]:
             title="Tokenizer vocabulary larger than the model's embedding",
             message=f"The tokenizer has {int(tok_v[0])} tokens but the model's vocab_size is {int(model_v[0])}: any of the "
                     f"{int(tok_v[0] - model_v[0])} extra ids in the data will crash the embedding lookup.",
-            first_step=None, evidence=evidence, remedies=list(REMEDIES), references=list(REFS), basis="direct",
+            first_step=None, evidence=evidence, remedies=list(REMEDIES), references=list(REFS), basis="direct", symptom="config_defect",
         )
