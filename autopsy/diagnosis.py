@@ -138,10 +138,12 @@ def diagnose(findings: list[Finding], outcomes: list[DetectorOutcome], run: Run 
                         f.explained_by = top.root_cause
         alternatives = _alternatives(causes, top)
     else:
-        symptom = serious[0]
-        conf = min(symptom.confidence, live[0].confidence if live else 0.3, 0.5)
-        damage = next((f for f in serious if f.symptom in DAMAGE), None)
-        headline = f"{(damage or symptom).title}; the artifacts do not single out a cause"
+        # the earliest error-level anomaly leads (the onset); saved damage is named beside it
+        symptom = min(serious, key=lambda f: (f.first_step is None, f.first_step or 0, f.symptom in DAMAGE))
+        conf = min(serious[0].confidence, live[0].confidence if live else 0.3, 0.5)
+        damage = next((f for f in serious if f.symptom in DAMAGE and f is not symptom), None)
+        headline = symptom.title + (f"; {damage.title[0].lower()}{damage.title[1:]}" if damage else "")
+        headline += "; the artifacts do not single out a cause"
         if live:
             headline += f" (best candidate: {live[0].root_cause}, {live[0].confidence:.2f})"
         verdict = Verdict("inconclusive", "unknown", conf, headline + ".")

@@ -7,6 +7,7 @@ from types import ModuleType
 from detectors import (  # config/event detectors
     all_labels_masked,
     bf16_hardware,
+    checkpoint_damage,
     crash,
     empty_response,
     fp16_overflow,
@@ -24,6 +25,7 @@ from detectors import (  # config/event detectors
 
 ALL: list[ModuleType] = [
     nonfinite_onset,
+    checkpoint_damage,
     overflow_then_zero,
     fp16_overflow,
     lr_too_high,

@@ -169,11 +169,11 @@ def test_minimind_lines_and_half_pth():
 #: (a false positive, e.g. GRAD001 on a stateless SGD optimizer, must fail here)
 ERROR_CODES: dict[str, set[str]] = {
     "healthy_sft": set(),
-    "lr_too_high_nan": {"OPT001", "NUM001", "NUM002"},
+    "lr_too_high_nan": {"OPT001", "NUM001", "NUM002", "CKPT001"},
     "lora_frozen_gradientless": {"GRAD001"},
-    "simpo_empty_response": {"LEN001", "NUM001"},
-    "fp16_overflow": {"PREC001", "NUM001"},
-    "minimind_style_nan": {"OPT001", "NUM001", "NUM002"},
+    "simpo_empty_response": {"LEN001", "NUM001", "CKPT001"},
+    "fp16_overflow": {"PREC001", "NUM001", "CKPT001"},
+    "minimind_style_nan": {"OPT001", "NUM001", "NUM002", "CKPT001"},
 }
 
 #: sample -> (first bad checkpoint, last clean checkpoint) that the verdict's evidence chain must cite

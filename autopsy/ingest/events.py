@@ -27,7 +27,7 @@ EVENT_KINDS = (
     "tokenization_mismatch", "response_key_missing", "padding_free_warning", "flash_attn_warning",
     "nan_stop", "oom", "bf16_unsupported", "prompt_fills_max_length", "index_out_of_range",
     "cudnn_sdpa_warning", "ddp_unused_params", "unscale_fp16", "gemma_eager_warning", "loss_watchdog",
-    "warning", "error",
+    "empty_tensor_load", "warning", "error",
 )
 
 #: events kept per kind from the start of the log: enough to show how a sequence began
@@ -76,6 +76,9 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
                                       r"srcIndex < srcSelectDimSize|indexSelect\w*Kernel"), lambda m: {}),
     ("ddp_unused_params", re.compile(r"Expected to have finished reduction in the prior iteration"), lambda m: {}),
     ("unscale_fp16", re.compile(r"Attempting to unscale FP16 gradients"), lambda m: {}),
+    # torch load_state_dict / PEFT merge of a ZeRO-3 save whose partitions were never gathered
+    ("empty_tensor_load", re.compile(r"copying a param with shape torch\.Size\(\[0\]\) from checkpoint|"
+                                     r"vocab size of the LoRA weight 0\b"), lambda m: {}),
     ("error", re.compile(r"failed \(exitcode: (-?\d+)\)"), lambda m: {"exitcode": int(m[1]), "elastic": True}),
 ]
 
@@ -99,6 +102,7 @@ TRIGGERS = (
     "cuDNN", "Expected to have", "Attempting", "Current loss scale", "Your setup", "Cannot allocate", "CUBLAS",
     # lower-case lines that are printed without a level or exception name in front of them
     "overflow", "tried to get lr", "exitcode", "prompt alone", "padding-free", "padding_free",
+    "copying a param", "vocab size of the LoRA",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the
