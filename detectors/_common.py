@@ -240,6 +240,28 @@ class Onset:
     n_total: int = 1
 
 
+#: metrics of policy-gradient RL trainers (TRL GRPO/PPO/RLOO, verl, OpenRLHF, ms-swift GRPO): in such runs the
+#: "loss" is an advantage-weighted surrogate that is ~0 or negative by construction, and some metrics are NaN or 0
+#: by design (TRL GRPO logs ``kl`` as NaN/absent when beta == 0, its default since v0.19; ``clip_ratio`` is 0 with
+#: one policy update per generation)
+_RL_METRIC = re.compile(r"(^|/)(kl|reward_std|frac_reward_zero_std|clip_ratio|pg_loss|pg_clipfrac|advantages?|"
+                        r"critic/|completions?/|completion_length|response_length/)|^rewards?/.*/(mean|std)$|critic/score")
+
+
+def is_policy_gradient_run(run: Run) -> bool:
+    """A GRPO/PPO-style run, recognised by the metrics its trainer logs."""
+    return any(_RL_METRIC.search(m) for m in run.metrics())
+
+
+def not_computed(run: Run, metric: str, pts: Series) -> bool:
+    """An auxiliary metric that is NaN at every log from the first while the loss is finite: a term the trainer did
+    not compute (by construction, e.g. TRL GRPO ``kl`` with beta 0), not a failure. The main series never qualify."""
+    if metric in WATCHED or not len(pts) or pts.finite.any():
+        return False
+    loss = points(run, "loss")
+    return len(loss) > 0 and bool(loss.finite.all())
+
+
 def loss_like(metric: str) -> bool:
     m = metric.lower()
     if m in SUMMARY_METRICS:
@@ -283,6 +305,8 @@ def nonfinite_onset(run: Run) -> Onset | None:
         if not bad.size:
             continue
         if metric == "grad_norm" and not gradnorm_failure(run, pts):
+            continue
+        if not_computed(run, metric, pts):
             continue
         b0 = int(bad[0])
         first = pts[b0]

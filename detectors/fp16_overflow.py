@@ -187,6 +187,8 @@ def _collapse(run: Run) -> Finding | None:
     if not mins and not low:
         return None
     overflow_evs = run.events_of("overflow")
+    if not mins and not overflow_evs and len(scales) >= 2 and len({s[0] for s in scales}) == 1:
+        return None  # a scale that never moved: bf16/fp32 runs log a constant 1.0 (Megatron prints it in bf16 too)
     n_over = sum(e.count for e in overflow_evs)
     evidence: list[Evidence] = []
     if scales:

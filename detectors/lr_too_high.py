@@ -34,6 +34,7 @@ from detectors._common import (
     checkpoint_evidence,
     config_evidence,
     fmt,
+    is_policy_gradient_run,
     nonfinite_onset,
     num,
     points,
@@ -59,6 +60,10 @@ AT_PEAK = 0.8
 #: peak LR above these is unusual for Adam-family fine-tuning (full / LoRA)
 USUAL_LR_MAX = 1e-3
 USUAL_LR_MAX_LORA = 3e-3
+#: a best loss at or below this is already ~0: a ratio against it is not divergence
+MIN_BEST = 0.05
+#: a divergence without NaN and without any other LR sign: the LR is still the usual cause, at this confidence
+BARE_DIVERGENCE_CONFIDENCE = 0.55
 #: below this LR an optimisation blow-up is implausible (mar69: NaN at lr 4e-6 was fp16)
 TINY_LR = 1e-5
 
@@ -67,6 +72,8 @@ def _failure(run: Run) -> tuple[int, Evidence] | None:
     onset = nonfinite_onset(run)
     if onset is not None and onset.step is not None:
         return onset.step, onset.evidence
+    if is_policy_gradient_run(run):
+        return None  # a GRPO/PPO surrogate loss is ~0 or negative by construction: its level says nothing
     loss = points(run, "loss").finite_only()
     v = loss.values
     n = len(v)
@@ -78,7 +85,7 @@ def _failure(run: Run) -> tuple[int, Evidence] | None:
     is_new = v < np.concatenate(([np.inf], best_val[:-1]))
     best_idx = np.maximum.accumulate(np.where(is_new, np.arange(n), 0))
     suffix_min = np.minimum.accumulate(v[::-1])[::-1]
-    ok = (best_val > 0) & (np.arange(n) <= n - DIVERGE_LOGS) & (suffix_min >= DIVERGE_FACTOR * best_val)
+    ok = (best_val > MIN_BEST) & (np.arange(n) <= n - DIVERGE_LOGS) & (suffix_min >= DIVERGE_FACTOR * best_val)
     hit = np.flatnonzero(ok)
     if not hit.size:
         return None
@@ -132,11 +139,12 @@ def detect(run: Run) -> Iterable[Finding]:
         src.detail = f"peak learning rate {fmt(peak_lr)} is above the usual range (<= {fmt(limit)}) for Adam-family fine-tuning"
         signals.append(("high", src))
     kinds = {k for k, _ in signals}
-    if len(kinds) < 2 or not kinds & {"grad", "loss", "high"}:
+    diverged = nonfinite_onset(run) is None  # the failure is the divergence itself (no NaN)
+    if not diverged and (len(kinds) < 2 or not kinds & {"grad", "loss", "high"}):
         return
     clip = num(run.config.get("max_grad_norm"))
     evidence = [e for _, e in signals] + [fail_ev]
-    conf = 0.45 + 0.1 * len(kinds)
+    conf = 0.45 + 0.1 * len(kinds) if kinds else BARE_DIVERGENCE_CONFIDENCE
     if run.config.fact("max_grad_norm") is not None and (clip is None or clip <= 0):
         evidence.append(config_evidence(run, "max_grad_norm", "max_grad_norm = 0: gradient clipping is off"))
         conf += 0.05
@@ -154,6 +162,6 @@ def detect(run: Run) -> Iterable[Finding]:
     yield Finding(
         code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=min(conf, 0.85),
         title=f"Learning rate too high: diverged at step {step} (lr {lr_txt})",
-        message="; ".join(e.detail for _, e in signals) + f"; then {fail_ev.detail}.",
+        message="; ".join([e.detail for _, e in signals] + [f"then {fail_ev.detail}" if signals else fail_ev.detail]) + ".",
         first_step=step, evidence=evidence, remedies=remedies, basis="inferred", symptom="loss_divergence",
     )

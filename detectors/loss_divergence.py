@@ -1,0 +1,116 @@
+"""Loss divergence without NaN: the loss climbs far above its early best and never comes back.
+
+What it detects:
+    A training loss that rises to ``DIVERGE_FACTOR`` times its early best and stays at or above
+    it for the rest of the run (at least ``MIN_LOGS_AFTER`` logs), or plateaus there; and, after
+    warmup, repeated spikes far above the run's own running level (``SPIKE_FACTOR`` x the median
+    of the preceding window) while the LR is far above the usual range. Everything is judged
+    against the run's own early behaviour: healthy noise, slow decreases and normal plateaus
+    stay silent, and policy-gradient RL losses (GRPO/PPO, ~0 or negative by construction) are not
+    judged at all.
+
+Why it matters:
+    Not every failed run goes NaN. A loss that climbs from 1.2 to 6 and stays there (AdamW with
+    an LR 10-100x too high, bf16 so nothing overflows) is as dead as a NaN run, and a tool that
+    only looks for NaN calls it healthy.
+
+Evidence used:
+    ``loss`` series (with the learning rate at the divergence when logged).
+
+Remedies:
+    The cause is usually the step size: lower the peak LR 3-10x, add warmup and clipping, and
+    resume from the checkpoint saved before the divergence; if the LR is ordinary, look at the
+    data order (a shard of bad samples) and the precision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from autopsy.model import Finding, Run
+from detectors._common import fmt, is_policy_gradient_run, nonfinite_onset, points, value_at
+
+CODE = "DIV001"
+SLUG = "loss-divergence"
+ROOT_CAUSE = None
+NEEDS = ("scalars",)
+
+#: a loss at this multiple of its early best that never comes back is divergence (2x is far outside any noise band
+#: of a decreasing LM loss, and well below the 10-1000x of a blow-up)
+DIVERGE_FACTOR = 2.0
+#: logs the loss must stay diverged, so a spike that recovers is not divergence
+MIN_LOGS_AFTER = 3
+#: a best loss at or below this is "already ~0" (RL surrogates, near-perfect fits): ratios against it mean nothing
+MIN_BEST = 0.05
+#: the "early best" is the best of the first third of the run (at least this many logs)
+EARLY_SHARE = 1 / 3
+MIN_EARLY = 3
+#: a spike is a log this many times the median of the preceding SPIKE_WINDOW logs
+SPIKE_FACTOR = 3.0
+SPIKE_WINDOW = 10
+MIN_SPIKES = 3
+
+
+def detect(run: Run) -> Iterable[Finding]:
+    if nonfinite_onset(run) is not None or is_policy_gradient_run(run):
+        return  # NaN runs are NUM001/OPT001's; RL surrogate losses are not judged by level
+    loss = points(run, "loss").finite_only()
+    n = len(loss)
+    if n < MIN_EARLY + MIN_LOGS_AFTER:
+        return
+    v = loss.values
+    n_early = max(MIN_EARLY, int(n * EARLY_SHARE))
+    early_idx = int(np.argmin(v[:n_early]))
+    best = loss[early_idx]
+    if best.value <= MIN_BEST:
+        return
+    suffix_min = np.minimum.accumulate(v[::-1])[::-1]
+    hit = np.flatnonzero((np.arange(n) > early_idx) & (np.arange(n) <= n - MIN_LOGS_AFTER)
+                         & (suffix_min >= DIVERGE_FACTOR * best.value))
+    if hit.size:
+        i = int(hit[0])
+        p, last, top = loss[i], loss[-1], loss[int(np.argmax(v))]
+        lr = value_at(points(run, "learning_rate").finite_only(), p.step)
+        lr_txt = f" (lr {fmt(lr.value)} there)" if lr is not None else ""
+        evidence = [best.evidence(f"early best loss {fmt(best.value)} at step {best.step}"),
+                    p.evidence(f"loss {fmt(p.value)} at step {p.step}{lr_txt}, {p.value / best.value:.3g}x the early best, "
+                               f"and at or above {DIVERGE_FACTOR:g}x for all {n - i} logs to the end"),
+                    top.evidence(f"highest loss {fmt(top.value)} at step {top.step}"),
+                    last.evidence(f"last loss {fmt(last.value)} at step {last.step}")]
+        yield Finding(
+            code=CODE, name=SLUG, root_cause=None, severity="error", confidence=0.85,
+            title=f"Loss diverged at step {p.step} without going NaN ({fmt(best.value)} -> {fmt(last.value)})",
+            message=(f"the loss rose from its early best {fmt(best.value)} (step {best.step}) to {fmt(p.value)} at step "
+                     f"{p.step} and stayed >= {DIVERGE_FACTOR:g}x it for the remaining {n - i} logs (last {fmt(last.value)})."),
+            first_step=p.step, evidence=evidence,
+            remedies=["Resume from the checkpoint saved before the divergence with a 3-10x lower peak LR, warmup and "
+                      "max_grad_norm=1.0."],
+            basis="symptom", symptom="loss_divergence",
+        )
+        return
+    yield from _spikes(run, loss)
+
+
+def _spikes(run: Run, loss) -> Iterable[Finding]:
+    v = loss.values
+    spikes = []
+    for i in range(SPIKE_WINDOW, len(v)):
+        level = float(np.median(v[i - SPIKE_WINDOW:i]))
+        if level > MIN_BEST and v[i] >= SPIKE_FACTOR * level:
+            spikes.append((i, level))
+    if len(spikes) < MIN_SPIKES:
+        return
+    i0, level = spikes[0]
+    p = loss[i0]
+    yield Finding(
+        code=CODE, name=SLUG, root_cause=None, severity="warning", confidence=0.7,
+        title=f"{len(spikes)} loss spikes >= {SPIKE_FACTOR:g}x the running level (first at step {p.step})",
+        message=(f"{len(spikes)} logs jump to >= {SPIKE_FACTOR:g}x the median of the {SPIKE_WINDOW} logs before them; the "
+                 f"first at step {p.step}: {fmt(p.value)} vs ~{fmt(level)}."),
+        first_step=p.step, evidence=[loss[i].evidence(f"loss {fmt(loss[i].value)} at step {loss[i].step} vs running "
+                                                      f"median {fmt(lv)}") for i, lv in spikes[:4]],
+        remedies=["Lower the LR or add gradient clipping if spikes keep coming; check the batches at those steps."],
+        basis="symptom", symptom="loss_spike",
+    )

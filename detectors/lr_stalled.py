@@ -1,0 +1,119 @@
+"""LR stalled near zero: the learning rate never leaves ~0, so the model never trains.
+
+What it detects:
+    A logged ``learning_rate`` that stays below ``NEAR_ZERO_LR`` (or below ``WARMUP_SHARE_TINY`` of
+    the configured peak) at every one of at least ``MIN_LOGS`` logs, with a loss that barely moves.
+    It names why when the artifacts say: every optimizer step skipped by the fp16 loss scaler
+    (non-finite ``grad_norm`` at most logs or overflow messages: HF and DeepSpeed do not step the
+    scheduler on a skipped step, so a warmup that starts at 0 stays at 0), or a warmup longer than
+    the run (``warmup_steps`` >= ``max_steps``, or a warmup ratio that ends past the last step).
+    A few LR-0 logs at the start that then rise are a normal warmup or early skipped steps (BELLE
+    #134, DeepSpeed's first overflows) and stay silent.
+
+Why it matters:
+    The run burns its whole budget and saves the initial weights; nothing in the loss looks
+    alarming (it is just flat), so it is often reported as "the model didn't learn".
+
+Evidence used:
+    ``learning_rate``, ``loss``, ``grad_norm`` series; ``overflow`` events; config ``warmup_steps``,
+    ``warmup_ratio``, ``max_steps``, ``learning_rate``, ``fp16``.
+
+Remedies:
+    Skipped steps: switch to bf16 (or fp32), or fix what overflows; a warmup longer than the run:
+    set ``warmup_steps`` (or ``warmup_ratio``) well below ``max_steps``; a scheduler that never
+    stepped: call ``scheduler.step()`` after ``optimizer.step()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from autopsy.model import Evidence, Finding, Run
+from detectors._common import config_evidence, fmt, num, points, truthy
+
+CODE = "LRZ001"
+SLUG = "lr-stalled"
+ROOT_CAUSE = "lr_schedule_stalled"
+NEEDS = ("scalars",)
+
+#: below this absolute LR no fine-tuning moves (Adam-family recipes start at ~1e-6)
+NEAR_ZERO_LR = 1e-8
+#: or below this share of the configured peak at every log: the warmup never got anywhere
+WARMUP_SHARE_TINY = 0.01
+MIN_LOGS = 5
+#: the loss moved by less than this share of its first value: flat
+FLAT_SHARE = 0.05
+#: share of non-finite grad_norm logs that says the scaler skipped the steps
+SKIPPED_SHARE = 0.5
+
+
+def detect(run: Run) -> Iterable[Finding]:
+    lr = points(run, "learning_rate")
+    if len(lr) < MIN_LOGS or not lr.finite.all():
+        return
+    peak_cfg = num(run.config.get("learning_rate"))
+    limit = max(NEAR_ZERO_LR, WARMUP_SHARE_TINY * peak_cfg) if peak_cfg and peak_cfg > 0 else NEAR_ZERO_LR
+    if float(np.max(lr.values)) >= limit:
+        return
+    loss = points(run, "loss").finite_only()
+    if len(loss) >= 2:
+        first = loss[0].value
+        if first and abs(loss[-1].value - first) > FLAT_SHARE * abs(first):
+            return  # the loss moves: something trains (a constant-LR run logged in another unit, a frozen lr log)
+    evidence: list[Evidence] = [lr[0].evidence(f"learning_rate {fmt(lr[0].value)} at step {lr[0].step}"),
+                                lr[-1].evidence(f"learning_rate {fmt(lr[-1].value)} at step {lr[-1].step}: below "
+                                                f"{fmt(limit)} at all {len(lr)} logs")]
+    if len(loss) >= 2:
+        evidence.append(loss[-1].evidence(f"loss {fmt(loss[0].value)} -> {fmt(loss[-1].value)}: flat"))
+    gn = points(run, "grad_norm")
+    n_bad = int((~gn.finite).sum()) if len(gn) else 0
+    overflows = sum(e.count for e in run.events_of("overflow"))
+    skipped = (len(gn) and n_bad / len(gn) >= SKIPPED_SHARE) or overflows >= MIN_LOGS
+    if skipped:
+        if n_bad:
+            b = gn[int(np.flatnonzero(~gn.finite)[0])]
+            evidence.append(b.evidence(f"grad_norm non-finite at {n_bad} of {len(gn)} logs (first at step {b.step}): "
+                                       "the loss scaler skipped those optimizer steps, and the scheduler with them"))
+        if overflows:
+            evidence.append(Evidence(run.events_of("overflow")[0].source, "overflow messages",
+                                     f"{overflows} overflow messages: skipped steps"))
+        fp16 = truthy(run.config.get("fp16"))
+        if run.config.fact("fp16") is not None and fp16:
+            evidence.append(config_evidence(run, "fp16", "fp16 = true"))
+        yield Finding(
+            code=CODE, name=SLUG, root_cause="fp16_overflow", severity="error", confidence=0.8 if fp16 else 0.7,
+            title="Every step skipped by the fp16 loss scaler: the LR never left 0",
+            message=("the learning rate stayed at ~0 for the whole run because the optimizer steps (and the scheduler "
+                     f"steps with them) were skipped: grad_norm non-finite at {n_bad} of {len(gn)} logs, "
+                     f"{overflows} overflow messages; the model never trained."),
+            first_step=lr[0].step, evidence=evidence,
+            remedies=["Train in bf16 (Ampere or newer) or fp32; in fp16, keep trainable/LoRA parameters in fp32.",
+                      "Check the first steps for an overflow source (a bf16-pretrained model in fp16, a huge LR)."],
+            basis="inferred", symptom="lr_near_zero",
+        )
+        return
+    why = _warmup_too_long(run, lr)
+    if why is not None:
+        evidence.append(why)
+    yield Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.8 if why is not None else 0.6,
+        title="The learning rate never left ~0: the model did not train",
+        message=(f"learning_rate stayed below {fmt(limit)} at all {len(lr)} logs (steps {lr[0].step}-{lr[-1].step})"
+                 + (f"; {why.detail}" if why is not None else "") + "."),
+        first_step=lr[0].step, evidence=evidence,
+        remedies=["Make the warmup a small share of the run (warmup_ratio 0.03-0.1, or warmup_steps << max_steps).",
+                  "In a custom loop, call scheduler.step() after optimizer.step() and check the LR of the first steps."],
+        basis="direct" if why is not None else "inferred", symptom="lr_near_zero",
+    )
+
+
+def _warmup_too_long(run: Run, lr) -> Evidence | None:
+    warm = num(run.config.get("warmup_steps"))
+    max_steps = num(run.config.get("max_steps"))
+    last = lr[-1].step
+    if warm and warm > 0 and ((max_steps and max_steps > 0 and warm >= max_steps) or warm > 10 * max(last, 1)):
+        return config_evidence(run, "warmup_steps", f"warmup_steps = {int(warm)}, but the run ends at step "
+                               f"{int(max_steps) if max_steps and max_steps > 0 else last}: the warmup never finishes")
+    return None
