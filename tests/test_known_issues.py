@@ -78,6 +78,10 @@ def test_entry_case(entry_id: str, case: dict, tmp_path: Path):
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
     run, _ = read_run(tmp_path, with_checkpoints=False)
+    for key, value in (case.get("facts") or {}).items():
+        # versions of packages the env-block reader does not extract yet (verl, accelerate, flash-attn...),
+        # given as the environment line of the same thread states them
+        run.config.add(key, value, "environment", "case facts")
     matches = {m.entry.id: m for m in match_run(run)}
     got = matches.get(entry_id)
     level = got.level if got else "none"

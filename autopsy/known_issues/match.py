@@ -8,8 +8,9 @@ Three grades (the issue's contract):
   finding says which versions to check. A signature that is only a curve shape (NaN after healthy
   steps...) needs the entry's required conditions to be known and met, otherwise every NaN run
   would "match" every entry; an event regex is specific enough on its own.
-* ``info``: versions in range (and conditions not contradicted) without the signature: the run is
-  exposed to the bug but shows no sign of it.
+* ``info``: versions in range (and the required conditions met) without the signature: the run is
+  exposed to the bug but shows no sign of it. Only for silent bugs (a metric-shape signature) with a real
+  version range: a crash prints its own message, and an entry for every version says nothing.
 
 A known version outside every range, or a known config fact that fails a condition, rules the
 entry out (that is how a fixed release or a different setup stays silent).
@@ -253,13 +254,19 @@ def match_entry(run: Run, entry: Entry, shape_cache: dict[str, ShapeHit | None] 
             shapes.append(hit)
     signature = bool(events and shapes) if entry.signatures.match == "all" else bool(events or shapes)
     in_range = any(v.in_range for v in versions)
+    #: "exposed" needs a real range: an entry for every version (an environment or usage problem) says nothing
+    #: about a run that shows no sign of it
+    ranged = any(v.in_range and v.affected.ranges for v in versions)
+    #: and a silent failure: a bug whose only signature is its own error message (an API removed, an import
+    #: broken) cannot go unnoticed, so "exposed" adds nothing there
+    silent = bool(entry.signatures.shapes)
     required_unknown = [c for c in unknown if not c.optional]
     m = Match(entry, "info", versions, met, unknown, events, shapes)
     if in_range and signature:
         m.level = "direct"
     elif signature and (events or (entry.conditions and not required_unknown)):
         m.level = "candidate"
-    elif in_range and not signature and not required_unknown:
+    elif ranged and silent and not signature and not required_unknown:
         m.level = "info"
     else:
         return None
