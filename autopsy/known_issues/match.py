@@ -5,9 +5,11 @@ Three grades (the issue's contract):
 * ``direct``: a version of an affected package is known and in range, and the signature (an event
   regex or a metric shape) is in the run. The bug is named with its fix.
 * ``candidate``: the signature and the entry's conditions hold but the versions are unknown; the
-  finding says which versions to check. A signature that is only a curve shape (NaN after healthy
-  steps...) needs the entry's required conditions to be known and met, otherwise every NaN run
-  would "match" every entry; an event regex is specific enough on its own.
+  finding says which versions to check.
+
+A signature that is only a curve shape (NaN after healthy steps...) counts, at either grade, only when
+the entry's required conditions are known and met - otherwise every NaN run on a recent stack would
+"match" every entry; an event regex (the bug's own message) is specific enough on its own.
 * ``info``: versions in range (and the required conditions met) without the signature: the run is
   exposed to the bug but shows no sign of it. Only for silent bugs (a metric-shape signature) with a real
   version range: a crash prints its own message, and an entry for every version says nothing.
@@ -75,7 +77,12 @@ class Match:
         """One line per fact that made the match, for ``known-issues --match`` and the finding."""
         out = [f"{v.affected.package} {v.version} is in {v.affected.ranges or 'the affected versions'}"
                for v in self.in_range()]
-        out += [f"{c.describe()} ({val})" for c, _f, val in self.met]
+        for c, _f, val in self.met:
+            if c.fact == "metrics":  # the value is every logged metric name: cite the one that matched
+                hit = re.search(c.value, str(val), re.IGNORECASE)
+                out.append(f"logged metric {hit.group(0).strip() if hit else c.value}")
+            else:
+                out.append(f"{c.describe()} ({val})")
         out += [e.detail for e in self.events]
         out += [s.evidence.detail for s in self.shapes]
         return out
@@ -262,10 +269,11 @@ def match_entry(run: Run, entry: Entry, shape_cache: dict[str, ShapeHit | None] 
     silent = bool(entry.signatures.shapes)
     required_unknown = [c for c in unknown if not c.optional]
     m = Match(entry, "info", versions, met, unknown, events, shapes)
-    if in_range and signature:
-        m.level = "direct"
-    elif signature and (events or (entry.conditions and not required_unknown)):
-        m.level = "candidate"
+    # an event is the bug's own message; a curve shape is shared by many causes, so it counts only where the
+    # entry's required setup (ZeRO stage, model family, attention kernel...) is known to be the bug's
+    attributable = bool(events) or bool(entry.conditions and not required_unknown)
+    if signature and attributable:
+        m.level = "direct" if in_range else "candidate"
     elif ranged and silent and not signature and not required_unknown:
         m.level = "info"
     else:
