@@ -169,3 +169,35 @@ def test_docs_list_matches_the_entries():
     assert m, "docs/known-issues.md lost its generated-list markers"
     assert m.group(1) == generated_list(ENTRIES), \
         "docs/known-issues.md is stale: run `python -m autopsy.known_issues.cli --write-docs`"
+
+
+# -- the framework-bug dev cases (tests/fixtures/dev_cases): FW001 names the entry or the version to check --
+
+DEV = FIXTURES / "dev_cases"
+
+
+@pytest.mark.parametrize("case,entry,levels", [
+    ("automodel1883_gemma4_sdpa_nan_lbs2", "KI-TRANSFORMERS-004", ("direct",)),
+    ("automodel1883_gemma4_sdpa_nan_lbs2", "KI-TORCH-002", ("direct",)),
+    ("megatronllm33_bf16_nan_not_detected", "KI-MEGATRON-001", ("candidate",)),
+    ("trl5312_grpo_vllm_sleep_mode_weights_not_synced", "KI-TRL-001", ("candidate",)),
+    ("llamafactory10224_qwen35moe_zero3_rank_disagreement", "KI-DEEPSPEED-002", ("candidate",)),
+    ("verl721_grpo_nan_oldlogprob_exclamation_collapse", "KI-VERL-001", ("candidate",)),
+])
+def test_dev_case_names_the_entry(case: str, entry: str, levels: tuple[str, ...], tmp_path: Path):
+    import shutil
+
+    from detectors import framework_bug
+
+    dst = tmp_path / case
+    shutil.copytree(DEV / case, dst, ignore=shutil.ignore_patterns("truth.json"))
+    run, _ = read_run(dst, with_checkpoints=False)
+    found = [f for f in framework_bug.detect(run) if f.title.startswith(entry)]
+    assert found, [f.title for f in framework_bug.detect(run)]
+    f = found[0]
+    assert f.root_cause == "framework_bug" and f.severity == "error" and f.references
+    level = "direct" if f.basis == "direct" else "candidate"
+    assert level in levels
+    if level == "candidate":  # says which version to check
+        assert "check the installed" in f.message.lower()
+    assert any(e.artifact == "known-issues" and entry in e.where for e in f.evidence)
