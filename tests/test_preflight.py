@@ -61,7 +61,7 @@ def test_founding_case_configs_exit_1(case: str, code: str, defect: str, fix: st
     paths = request.getfixturevalue(case)
     out = runner.invoke(app, ["preflight", "--no-env", *map(str, paths)])
     assert out.exit_code == 1, out.output
-    assert code in out.output and defect in out.output and f"fix: " in out.output and fix in out.output
+    assert code in out.output and defect in out.output and "fix: " in out.output and fix in out.output
 
 
 def test_founding_case_json_output(case1: list[Path]):
