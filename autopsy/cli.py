@@ -1,4 +1,4 @@
-"""Command line: ``autopsy run``, ``scan``, ``diff``, ``detectors``, ``explain``.
+"""Command line: ``autopsy run``, ``scan``, ``diff``, ``detectors``, ``explain``, ``known-issues``, ``preflight``.
 
 Exit codes: 0 healthy / nothing at or above ``--fail-on``; 1 failure diagnosed (or, for ``scan``,
 a non-finite tensor); 2 usage or tool error. A user's mistake is one line with a hint; set
@@ -211,6 +211,32 @@ def diff_cmd(
     from autopsy.checkpoints.cli import diff_command
 
     raise typer.Exit(diff_command(a, b, fmt=fmt, output=output))
+
+
+@app.command("known-issues")
+def known_issues_cmd(
+    package: Annotated[str | None, typer.Option("--package", "-p", help="Only entries affecting this package (pip name).")] = None,
+    match: Annotated[Path | None, typer.Option("--match", "-m", help="A run dir or log: show the entries that match it and why.")] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="text or json (json carries every field).")] = "text",
+) -> None:
+    """The known framework bugs (knowledge base), or which of them match a run."""
+    from autopsy.known_issues.cli import known_issues_command
+
+    raise typer.Exit(known_issues_command(package, match, fmt))
+
+
+@app.command("preflight")
+def preflight_cmd(
+    configs: Annotated[list[Path] | None, typer.Argument(help="Config files: TrainingArguments/TRL JSON or YAML, LLaMA-Factory YAML, "
+                                                        "ms-swift args.json, DeepSpeed JSON, adapter_config.json, model config.json.")] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+    no_env: Annotated[bool, typer.Option("--no-env", help="Ignore this environment's installed versions and GPU "
+                                                          "(check a config meant for another machine).")] = False,
+) -> None:
+    """Check a run's config and this environment before training: known defects and known bugs (exit 0 clean, 1 defect, 2 usage)."""
+    from autopsy.known_issues.cli import preflight_command
+
+    raise typer.Exit(preflight_command(configs or [], fmt=fmt, use_env=not no_env))
 
 
 def main() -> None:

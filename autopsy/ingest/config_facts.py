@@ -68,7 +68,7 @@ ARG_KEYS: dict[str, str] = {
     "torch_dtype": "torch_dtype", "sequence_parallel_size": "sequence_parallel_size",
     "rlhf_type": "rlhf_type", "train_type": "train_type", "lora_rank": "lora.r", "lora_alpha": "lora.alpha",
     "target_modules": "lora.target_modules", "modules_to_save": "lora.modules_to_save", "lora_dtype": "lora.dtype",
-    "model_type": "model_type",
+    "model_type": "model_type", "model": "model.name_or_path", "model_name_or_path": "model.name_or_path",
     # LLaMA-Factory
     "cutoff_len": "cutoff_len", "flash_attn": "attn_implementation", "neat_packing": "neat_packing",
     "stage": "stage", "finetuning_type": "finetuning_type", "pure_bf16": "pure_bf16",

@@ -36,6 +36,7 @@ KEYMAP: dict[str, str] = {
     "modules_to_save": "lora.modules_to_save", "lora_r": "lora.r", "lora_rank": "lora.r",
     "zero_stage": "deepspeed.zero_stage", "min_loss_scale": "deepspeed.fp16.min_loss_scale",
     "initial_scale_power": "deepspeed.fp16.initial_scale_power", "overlap_comm": "deepspeed.overlap_comm",
+    "model_name_or_path": "model.name_or_path",
 }
 #: keys that read as CLI flags alone (``--bf16`` means True)
 _BOOL_FLAGS = {"fp16", "bf16", "gradient_checkpointing", "packing", "padding_free"}
@@ -57,6 +58,9 @@ _VERSION = re.compile(
     r"(?i)\b(transformers|torch|pytorch|trl|deepspeed|peft|ms[-_]swift)`?\s*"
     r"(?:==|\bversion\b\s*(?:\(GPU\?\))?\s*[:=]?|:)\s*v?(\d+\.\d+(?:\.\d+)?(?:[.+\-]?[A-Za-z0-9]+)*)")
 _DS_INFO = re.compile(r"(?i)DeepSpeed info: version=(\d[\w.+\-]*)")
+#: a model named in an environment block or a launch line ("- Model: `google/gemma-4-E4B-it`", "--model Qwen/Qwen3-8B")
+_MODEL = re.compile(r"(?i)(?:^|[\s(])(?:[-*]\s*)?(?:model(?:_name_or_path|_id)?\s*[:=]|--model(?:_id|_name_or_path)?[\s=])"
+                    r"\s*`?((?:\.{0,2}/)?[A-Za-z0-9][\w.\-]*(?:/[\w.\-]+)*)`?")
 _GPU = re.compile(
     r"\b((?:NVIDIA|Tesla|GeForce|Quadro)(?:\s+(?:Tesla|GeForce|RTX|Quadro))?\s+(?:RTX\s)?[A-Z]{1,4}\s?\d{1,4}[\w-]*"
     r"|(?:A100|A800|H100|H800|H200|H20|V100|P100|A6000|L40S?|B200|GB200)(?:-[\w-]+)?)")
@@ -113,6 +117,8 @@ class FactScanner:
             self.emit("version.deepspeed", m[1], no, "deepspeed info")
         for m in _GPU.finditer(text):
             self.emit("gpu.name", m[1].strip(), no, "gpu")
+        for m in _MODEL.finditer(text):
+            self.emit("model.name_or_path", m[1], no, "model")
         if self._json(no, text):
             return
         for m in _ASSIGN.finditer(text):
