@@ -42,7 +42,8 @@ def tracker_kind(path: Path) -> str | None:
         return "requirements"  # pinned versions of the run's environment
     if parent.name == "files" and WANDB_RUN_DIR.match(parent.parent.name):
         return WANDB_FILES.get(name)  # output.log and others: classified as usual
-    if WANDB_RUN_DIR.match(parent.name) and name.endswith(".log"):
+    if (WANDB_RUN_DIR.match(parent.name) or parent.name == "wandb") and name.startswith("debug") \
+            and name.endswith(".log"):
         return "ignored"
     if parent.name == "logs" and WANDB_RUN_DIR.match(parent.parent.name):
         return "ignored"  # wandb's own debug logs, not the training output

@@ -69,31 +69,39 @@ def _walk_keys(folder: Path) -> list[tuple[str, Path]]:
 
 
 def parse_metric_lines(text: str) -> tuple[list[int], list[float], list[int], list[int], bool]:
-    """(steps, values, line numbers, bad line numbers, steps_exact) of one metric file."""
+    """(steps, values, line numbers, bad line numbers, steps_exact) of one metric file.
+
+    A file of 2-field lines is an old store (no steps: line order is kept, steps inferred); in a
+    file with steps, a 2-field line is a line cut short and counts as bad.
+    """
+    rows: list[tuple[int, list[str]]] = []
+    bad: list[int] = []
+    for no, raw in enumerate(text.split("\n"), 1):
+        parts = raw.split()
+        if parts:
+            if len(parts) in (2, 3, 4, 5):
+                rows.append((no, parts))
+            else:
+                bad.append(no)
+    exact = any(len(p) >= 3 for _, p in rows) or not rows
     steps: list[int] = []
     values: list[float] = []
     lines: list[int] = []
-    bad: list[int] = []
-    exact = True
-    for no, raw in enumerate(text.split("\n"), 1):
-        parts = raw.split()
-        if not parts:
-            continue
-        if len(parts) not in (2, 3, 4, 5):
+    for no, parts in rows:
+        if exact and len(parts) == 2:
             bad.append(no)
             continue
         try:
             int(parts[0])
             value = float(parts[1])
-            step = int(parts[2]) if len(parts) >= 3 else len(steps)
+            step = int(parts[2]) if exact else len(steps)
         except ValueError:
             bad.append(no)
             continue
-        if len(parts) == 2:
-            exact = False  # pre-step stores: MLflow reads these as step 0; the line order is kept instead
         steps.append(step)
         values.append(value)
         lines.append(no)
+    bad.sort()
     return steps, values, lines, bad, exact
 
 
