@@ -84,9 +84,11 @@ _DOTS = re.compile(r"^([a-z][\w ./()]*?)\s\.{3,}\s+\[?'?" + _VER)
 #: ``torch.__version__`` with its value on the same line, ``torch.version.cuda``, ``cudnn.version()``
 _DUNDER = re.compile(r"\b([A-Za-z_]\w*)\.__version__\)?\s*(?:[:=,]|->|is)?\s*['\"]?" + _VER)
 _DUNDER_ASKED = re.compile(r"\b([A-Za-z_]\w*)\.__version__\)?\s*$")
+_CUDA_ASKED = re.compile(r"torch\.version\.cuda\)?\s*$")
+_CUDNN_ASKED = re.compile(r"cudnn\.version\(\)\)?\s*$")
 _TORCH_CUDA = re.compile(r"torch\.version\.cuda\)?\s*(?:[:=,]|->)?\s*['\"]?(\d+\.\d+)")
 _CUDNN_CALL = re.compile(r"cudnn\.version\(\)\)?\s*(?:[:=,]|->)?\s*['\"]?(\d{3,6})")
-_BARE_VALUE = re.compile(r"^['\"]?" + _VER + r"['\"]?$")
+_BARE_VALUE = re.compile(r"^['\"]?(v?\d+(?:\.\d+)*(?:[.+\-]?[A-Za-z0-9]+)*)['\"]?$")
 #: ``| NVIDIA-SMI 535.104.05   Driver Version: 535.104.05   CUDA Version: 12.2 |``
 _SMI_HEAD = re.compile(r"NVIDIA-SMI\s+([\d.]+)\s+Driver Version:\s*([\d.]+)(?:\s+CUDA Version:\s*([\d.]+))?")
 #: ``|   0  NVIDIA A100-SXM4-80GB          On  | 00000000:07:00.0 Off |``
@@ -147,7 +149,7 @@ class EnvScanner:
     def __init__(self, emit: Emit) -> None:
         self.emit = emit
         self.table: str | None = None  # "pip" | "conda" while inside such a listing
-        self.asked: tuple[str, int] | None = None  # (name, line) of ``x.__version__`` awaiting its value
+        self.asked: tuple[str, int] | None = None  # (fact key, line) of a REPL ``x.__version__`` awaiting its value
         self.gpus: dict[str, str] = {}  # index -> name, for the GPU table/list being read
         self.gpu_line: int | None = None
         self.gpu_origin = ""
@@ -193,10 +195,13 @@ class EnvScanner:
             if self.gpu_gap > GPU_TABLE_GAP:  # the table/list ended some lines ago
                 self._gpu_rows_done()
         if self.asked is not None:
-            name, asked_at = self.asked
+            key, asked_at = self.asked
             m = _BARE_VALUE.match(s)
-            if m:
-                self._version(name, m[1], no, f"{name}.__version__")
+            if m and ("." in m[1] or key == "cudnn.version"):
+                if key.startswith("version."):
+                    self._version(key[len("version."):], m[1], no, f"{key[len('version.'):]}.__version__")
+                else:
+                    self.emit(key, m[1], no, "echoed value")
                 self.asked = None
                 return False
             if s and not s.startswith((">>>", "...", "In [")) or no - asked_at > 2:
@@ -262,6 +267,8 @@ class EnvScanner:
                         self.emit("cudnn.version", b[2], no, f"conda build {m[3]}")
                 return False
             self.table = None
+        if self._calls(no, s):
+            return False
         found = False
         for m in _PIN.finditer(s):
             found |= self._version(m[1], m[2], no, f"{m[1]}==", anywhere=False)
@@ -285,27 +292,36 @@ class EnvScanner:
         if m:  # a listing row pasted without its header: known packages only
             self._version(m[1], m[2], no, m[1], anywhere=False)
             return False
-        self._calls(no, s)
         for m in _PROSE_VERSION.finditer(s):
             self._version(m[1], m[2], no, f"{m[1]} version", anywhere=False)
         return False
 
-    def _calls(self, no: int, s: str) -> None:
-        """``torch.__version__`` prints, ``torch.version.cuda``, ``torch.backends.cudnn.version()``."""
+    def _calls(self, no: int, s: str) -> bool:
+        """``torch.__version__`` prints, ``torch.version.cuda``, ``torch.backends.cudnn.version()``,
+        with the value on the same line or (a REPL) on the next; True when the line was one."""
+        if "version" not in s:
+            return False
+        hit = False
         m = _TORCH_CUDA.search(s)
         if m:
             self.emit("cuda.version", m[1], no, "torch.version.cuda")
+            hit = True
         m = _CUDNN_CALL.search(s)
         if m:
             self.emit("cudnn.version", m[1], no, "torch.backends.cudnn.version()")
-        hit = False
+            hit = True
         for m in _DUNDER.finditer(s):
             hit = True
             self._version(m[1], m[2], no, f"{m[1]}.__version__")
-        if not hit:
-            m = _DUNDER_ASKED.search(s)
-            if m:
-                self.asked = (m[1], no)
+        if hit:
+            return True
+        m = _DUNDER_ASKED.search(s)
+        key = key_for(m[1]) if m else ("cuda.version" if _CUDA_ASKED.search(s) else
+                                       "cudnn.version" if _CUDNN_ASKED.search(s) else None)
+        if key is not None:
+            self.asked = (key, no)
+            return True
+        return False
 
     def finish(self) -> None:
         self._gpu_rows_done()
