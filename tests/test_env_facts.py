@@ -134,3 +134,18 @@ def test_gpu_table_count_needs_the_whole_table() -> None:
     assert ("gpu.count", 2) not in got  # emitted when the table is over
     sc.finish()
     assert ("gpu.count", 2) in got
+
+
+def test_tensorboard_text_summary(tmp_path: Path) -> None:
+    """An environment report logged with SummaryWriter.add_text becomes facts of the event file."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    w = SummaryWriter(str(tmp_path))
+    w.add_text("env", (ENV / "ds_report_deepspeed_6762.txt").read_text())
+    w.add_scalar("train/loss", 1.0, 1)
+    w.close()
+    run, _ = read_run(tmp_path, with_checkpoints=False)
+    f = run.config.fact("version.deepspeed")
+    assert (f.value, f.where) == ("0.15.5+46d7d0d1", "env/text_summary line 5")
+    assert f.source.startswith("events.out.tfevents")
+    assert run.config.get("cuda.nvcc_version") == "12.0"
