@@ -53,7 +53,7 @@ def tracker_kind(path: Path) -> str | None:
         if i >= MLFLOW_MAX_KEY_DEPTH:
             break
         if d.name in MLFLOW_PARTS and _is_mlflow_run_dir(d.parent):
-            return "mlflow_part"  # read with its run (meta.yaml)
+            return "mlflow_part"  # one metric / param / tag file of the run
     if name.endswith((".db", ".sqlite")) and _is_sqlite(path):
         return "mlflow_db"
     return None

@@ -277,3 +277,16 @@ def test_wandb_framing_resyncs_after_damage() -> None:
 def test_json_metadata_fixture_is_wandb_shape() -> None:
     d = json.loads((Path(__file__).parent / "fixtures" / "wandb" / "wandb-metadata.json").read_text())
     assert {"gpu_nvidia", "cudaVersion", "python"} <= set(d)
+
+
+def test_mlflow_several_runs_say_so(mlruns: Path, tmp_path: Path) -> None:
+    import shutil
+
+    root = tmp_path / "mlruns"
+    shutil.copytree(mlruns, root)
+    rd = _run_dir(root)
+    twin = rd.parent / "0123456789abcdef"
+    shutil.copytree(rd, twin)
+    (twin / "meta.yaml").write_text((twin / "meta.yaml").read_text().replace(rd.name, twin.name))
+    run, _ = read_run(root, with_checkpoints=False)
+    assert any("2 MLflow runs under the path" in (a.problem or "") for a in run.problems)

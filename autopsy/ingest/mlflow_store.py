@@ -14,7 +14,6 @@ the canonical config keys) and metrics with ``step=global_step``.
 from __future__ import annotations
 
 import math
-import os
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
@@ -53,19 +52,6 @@ def _read_text(path: Path, limit: int) -> tuple[str | None, str | None]:
     if b"\x00" in data:
         return None, "binary data (NUL bytes)"
     return data.decode("utf-8", "replace"), None
-
-
-def _walk_keys(folder: Path) -> list[tuple[str, Path]]:
-    """(key, file) for every file under a metrics/params/tags folder; ``a/b`` keys are sub-folders."""
-    out: list[tuple[str, Path]] = []
-    if not folder.is_dir():
-        return out
-    for dirpath, _dirs, files in os.walk(folder, followlinks=False):
-        for f in files:
-            p = Path(dirpath) / f
-            out.append((p.relative_to(folder).as_posix(), p))
-    out.sort()
-    return out
 
 
 def parse_metric_lines(text: str) -> tuple[list[int], list[float], list[int], list[int], bool]:
@@ -128,7 +114,8 @@ def _param_value(raw: Any) -> Any:
 # -- file store --------------------------------------------------------------------------------
 
 def read_mlflow_run(found: Found, builder: RunBuilder) -> None:
-    """A file-store run, from its ``meta.yaml``: metrics, params and tags beside it."""
+    """A file-store run's ``meta.yaml``: status, name, id (its metrics and params files are read
+    one by one as ``mlflow_part``, so a single metric file handed in alone is read too)."""
     run_dir = found.path.parent
     meta_src = builder.rel(found.path)
     text, why = _read_text(found.path, MAX_META_BYTES)
@@ -141,6 +128,7 @@ def read_mlflow_run(found: Found, builder: RunBuilder) -> None:
     if not isinstance(meta, Mapping):
         builder.problem(meta_src, "mlflow_run", f"MLflow run meta.yaml not readable ({why or 'not a mapping'}); "
                         "its metrics and params are still read", "partial")
+        return
         meta = {}
     status = meta.get("status")
     status = RUN_STATUS.get(status, status) if isinstance(status, int) else status
@@ -151,48 +139,60 @@ def read_mlflow_run(found: Found, builder: RunBuilder) -> None:
     for key in ("run_name", "run_id"):
         if isinstance(meta.get(key), str) and meta[key]:
             builder.fact(f"tracker.{key}", meta[key], meta_src, key, key)
-    _read_metrics(run_dir, builder)
-    _read_params(run_dir, builder)
+    runs = {f.source for f in builder.run.config.facts("tracker.run_id")}
+    if len(runs) > 1:
+        builder.problem(meta_src, "mlflow_run", f"{len(runs)} MLflow runs under the path read: series of the same "
+                        "metric from different runs are merged; point autopsy at one run's folder "
+                        "(mlruns/<experiment>/<run>) to diagnose it alone", "partial")
 
 
-def _read_metrics(run_dir: Path, builder: RunBuilder) -> None:
-    for key, path in _walk_keys(run_dir / "metrics"):
-        src = builder.rel(path)
-        text, why = _read_text(path, MAX_METRIC_BYTES)
-        if text is None:
-            builder.problem(src, KIND, f"MLflow metric {key!r} not read: {why}")
-            continue
-        steps, values, lines, bad, exact = parse_metric_lines(text)
-        for s, v, ln in zip(steps, values, lines):
-            builder.scalar(src, KIND, s, key, v, line=ln, exact_steps=exact)
-        if bad:
-            shown = ", ".join(str(b) for b in bad[:SHOW_BAD]) + (" ..." if len(bad) > SHOW_BAD else "")
-            builder.problem(src, KIND, f"{len(bad)} line(s) not in MLflow's '<timestamp> <value> <step>' form "
-                            f"(line {shown}): skipped; {len(values)} point(s) read", "partial")
-        elif not values:
-            builder.problem(src, KIND, f"MLflow metric {key!r} holds no points (empty file)", "partial")
-        if not exact:
-            builder.problem(src, KIND, "old MLflow metric lines without a step: points are ordered by line, "
-                            "steps inferred", "partial")
-
-
-def _read_params(run_dir: Path, builder: RunBuilder) -> None:
-    params: dict[str, Any] = {}
-    where: dict[str, str] = {}
-    for key, path in _walk_keys(run_dir / "params"):
-        text, why = _read_text(path, MAX_PARAM_BYTES)
-        if text is None:
-            builder.problem(builder.rel(path), "mlflow_param", f"MLflow param {key!r} not read: {why}", "partial")
-            continue
-        params[key] = text
-        where[key] = builder.rel(path)
-    for f in params_facts(params):
-        top = f.where.split(".")[0]
-        builder.fact(f.key, f.value, where.get(top, builder.rel(run_dir / "params")), "line 1", f.original_key)
+def _part_of(path: Path) -> tuple[str, str]:
+    """(folder, key) of a file inside an MLflow run: ``metrics/train/loss`` -> ("metrics", "train/loss")."""
+    for i, d in enumerate(path.parents):
+        if d.name in ("metrics", "params", "tags"):
+            return d.name, path.relative_to(d).as_posix()
+        if i >= 8:
+            break
+    return "metrics", path.name
 
 
 def read_part(found: Found, builder: RunBuilder) -> None:
-    """Files inside an MLflow run are read with the run (its meta.yaml); nothing to do here."""
+    """One file of an MLflow run: a metric's points, a param's value (tags are bookkeeping)."""
+    folder, key = _part_of(found.path)
+    if folder == "metrics":
+        _read_metric(found.path, key, builder)
+    elif folder == "params":
+        _read_param(found.path, key, builder)
+
+
+def _read_metric(path: Path, key: str, builder: RunBuilder) -> None:
+    src = builder.rel(path)
+    text, why = _read_text(path, MAX_METRIC_BYTES)
+    if text is None:
+        builder.problem(src, KIND, f"MLflow metric {key!r} not read: {why}")
+        return
+    steps, values, lines, bad, exact = parse_metric_lines(text)
+    for s, v, ln in zip(steps, values, lines):
+        builder.scalar(src, KIND, s, key, v, line=ln, exact_steps=exact)
+    if bad:
+        shown = ", ".join(str(b) for b in bad[:SHOW_BAD]) + (" ..." if len(bad) > SHOW_BAD else "")
+        builder.problem(src, KIND, f"{len(bad)} line(s) not in MLflow's '<timestamp> <value> <step>' form "
+                        f"(line {shown}): skipped; {len(values)} point(s) read", "partial")
+    elif not values:
+        builder.problem(src, KIND, f"MLflow metric {key!r} holds no points (empty file)", "partial")
+    if not exact:
+        builder.problem(src, KIND, "old MLflow metric lines without a step: points are ordered by line, "
+                        "steps inferred", "partial")
+
+
+def _read_param(path: Path, key: str, builder: RunBuilder) -> None:
+    src = builder.rel(path)
+    text, why = _read_text(path, MAX_PARAM_BYTES)
+    if text is None:
+        builder.problem(src, "mlflow_param", f"MLflow param {key!r} not read: {why}", "partial")
+        return
+    for f in params_facts({key: text}):
+        builder.fact(f.key, f.value, src, "line 1", f.original_key)
 
 
 # -- SQLite store ------------------------------------------------------------------------------
