@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import mmap
 import struct
 import zlib
 from collections.abc import Iterator, Mapping
@@ -39,8 +40,6 @@ RECORD_HEADER = 7
 FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
 #: keys of a history row / summary that hold the trainer's step (HF, Lightning, generic loops)
 STEP_KEYS = ("train/global_step", "trainer/global_step", "global_step", "step", "_step")
-#: largest .wandb file read whole (a long run with media is a few hundred MB)
-MAX_WANDB_BYTES = 2 * 1024**3
 #: config.yaml / summary / metadata above this are not what wandb writes
 MAX_SIDE_FILE_BYTES = 16 * 1024 * 1024
 INSTALL_HINT = "install autopsy-ml[wandb] (pip install 'autopsy-ml[wandb]') to read the .wandb history"
@@ -51,7 +50,7 @@ INSTALL_HINT = "install autopsy-ml[wandb] (pip install 'autopsy-ml[wandb]') to r
 class Framing:
     """Records of a W&B LevelDB-style log; damage is skipped block-wise and counted."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes | mmap.mmap) -> None:
         self.data = data
         self.bad: list[str] = []  # what was skipped, with byte offsets
         self.truncated_at: int | None = None
@@ -95,7 +94,7 @@ class Framing:
                 parts.append(payload)
                 yield b"".join(parts)
                 parts = []
-        if off < n and self.truncated_at is None and any(self.data[off:]):
+        if off < n and self.truncated_at is None and any(self.data[off:off + BLOCK]):
             self.truncated_at = off
 
 
@@ -127,14 +126,24 @@ def _row_step(row: Mapping[str, Any], fallback: int) -> int:
 
 def read_wandb_history(found: Found, builder: RunBuilder) -> None:
     src = builder.rel(found.path)
-    data, why = read_bytes(found.path, MAX_WANDB_BYTES)
-    if data is None:
-        builder.problem(src, "wandb_history", f"W&B history not read: {why}")
+    try:
+        with open(found.path, "rb") as fh:
+            head = fh.read(len(HEADER))
+            if head != HEADER:
+                got = "empty file" if not head else f"starts with {head!r}"
+                builder.problem(src, "wandb_history", f"not a W&B run log ({got}; expected the ':W&B' header): "
+                                "not read")
+                return
+            # mapped, not read: a long run's log can be GBs; pages are file-backed and dropped as needed
+            data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError) as exc:
+        builder.problem(src, "wandb_history", f"W&B history not read: {getattr(exc, 'strerror', None) or exc}")
         return
-    if not data.startswith(HEADER):
-        got = "empty file" if not data else f"starts with {data[:7]!r}"
-        builder.problem(src, "wandb_history", f"not a W&B run log ({got}; expected the ':W&B' header): not read")
-        return
+    with data:
+        _read_history(data, src, builder)
+
+
+def _read_history(data: mmap.mmap, src: str, builder: RunBuilder) -> None:
     try:
         from wandb.proto import wandb_internal_pb2 as pb  # optional extra: protobuf classes only
     except Exception as exc:  # noqa: BLE001 - missing or broken optional dependency
