@@ -13,6 +13,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from autopsy.tracker_paths import skip_dir, tracker_kind
+
 #: stop walking after this many entries: a run dir with more is a dataset or a cache dir,
 #: and the report says what was skipped.
 MAX_ENTRIES = 200_000
@@ -24,7 +26,7 @@ GENERIC_KINDS = frozenset({"text_log", "jsonl", "json_config", "yaml_config"})
 #: bytes read to sniff an unknown file
 SNIFF_BYTES = 64 * 1024
 
-SKIP_DIRS = {".git", "__pycache__", "node_modules", ".ipynb_checkpoints", "wandb", ".cache", "site-packages"}
+SKIP_DIRS = {".git", "__pycache__", "node_modules", ".ipynb_checkpoints", ".cache", "site-packages"}
 
 TEXT_LOG_EXT = {".log", ".txt", ".out", ".err", ".stdout", ".stderr"}
 TORCH_EXT = {".bin", ".pt", ".pth", ".ckpt"}
@@ -57,6 +59,9 @@ def classify(path: Path, size: int) -> str:
     """Artifact kind from the file name, and for ambiguous names from a content sniff."""
     name = path.name
     low = name.lower()
+    tracker = tracker_kind(path)  # MLflow / W&B run layouts (autopsy/tracker_paths.py)
+    if tracker is not None:
+        return tracker
     if _TFEVENTS.search(name):
         return "tfevents"
     if low == "trainer_state.json":
@@ -172,6 +177,8 @@ def discover(root: Path, max_entries: int = MAX_ENTRIES, max_depth: int = MAX_DE
             if is_dir:
                 if entry.name in SKIP_DIRS:
                     skipped.append((p, "not a run directory (skipped by name)"))
+                elif (why := skip_dir(p)) is not None:
+                    skipped.append((p, why))
                 elif depth + 1 > max_depth:
                     skipped.append((p, f"deeper than {max_depth} levels"))
                 else:

@@ -32,7 +32,55 @@ NAMES = {
     "args_json": "args.json", "args_yaml": "training_args.yaml", "training_args_bin": "training_args.bin",
     "weights_index": "model.safetensors.index.json", "json_config": "ds_config.json", "yaml_config": "train.yaml",
     "text_log": "train.log", "tfevents": "events.out.tfevents.1.host",
+    "mlflow_run": "meta.yaml", "mlflow_part": "loss", "mlflow_db": "mlflow.db", "wandb_history": "run-abc123.wandb",
+    "wandb_config": "config.yaml", "wandb_summary": "wandb-summary.json", "wandb_metadata": "wandb-metadata.json",
+    "requirements": "requirements.txt",
 }
+
+
+def _tracker_seeds() -> dict[str, bytes]:
+    """Tracker artifacts in their writers' formats (whole runs written by mlflow/wandb are in
+    test_ingest_trackers.py; here one file per reader kind, built fast)."""
+    import sqlite3
+    import struct
+    import zlib
+
+    with tempfile.TemporaryDirectory() as d:
+        db = Path(d) / "mlflow.db"
+        con = sqlite3.connect(db)
+        con.executescript(
+            "CREATE TABLE runs (run_uuid TEXT, name TEXT, status TEXT, lifecycle_stage TEXT, start_time INT);"
+            "CREATE TABLE metrics (key TEXT, value REAL, timestamp INT, run_uuid TEXT, step INT, is_nan INT);"
+            "CREATE TABLE params (key TEXT, value TEXT, run_uuid TEXT);"
+            "INSERT INTO runs VALUES ('r1', 'run', 'FAILED', 'active', 1);"
+            "INSERT INTO metrics VALUES ('loss', 0, 1, 'r1', 3, 1), ('loss', 1.5, 1, 'r1', 1, 0);"
+            "INSERT INTO params VALUES ('learning_rate', '0.001', 'r1');")
+        con.commit()
+        con.close()
+        db_bytes = db.read_bytes()
+    wb = b":W&B" + struct.pack("<H", 0xBEE1) + b"\x00"
+    try:
+        from wandb.proto import wandb_internal_pb2 as pb
+
+        for i in range(5):
+            rec = pb.Record()
+            for k, v in (("train/loss", "NaN" if i == 3 else str(1 / (i + 1))), ("_step", str(i))):
+                item = rec.history.item.add()
+                item.nested_key.append(k)
+                item.value_json = v
+            payload = rec.SerializeToString()
+            crc = zlib.crc32(payload, zlib.crc32(b"\x01")) & 0xFFFFFFFF
+            wb += struct.pack("<IHB", crc, len(payload), 1) + payload
+    except ImportError:
+        wb += b"\x00" * 16
+    return {
+        "mlflow_run": b"run_id: abc\nstatus: 4\nlifecycle_stage: active\nrun_name: r1\n",
+        "mlflow_part": b"1717000000000 1.5 0\n1717000000001 nan 1\n", "mlflow_db": db_bytes, "wandb_history": wb,
+        "wandb_config": b"_wandb:\n  value:\n    cli_version: 0.17.0\nlearning_rate:\n  desc: null\n  value: 0.001\n",
+        "wandb_summary": b'{"train/loss": NaN, "_step": 4, "train/global_step": 40}',
+        "wandb_metadata": b'{"python": "CPython 3.10.12", "gpu": "NVIDIA A100", "gpu_count": 8, "cudaVersion": "12.2"}',
+        "requirements": b"torch==2.4.0\nflash-attn==2.6.3\ntransformers>=4.40\n",
+    }
 
 
 def _seeds() -> dict[str, bytes]:
@@ -68,6 +116,7 @@ def _seeds() -> dict[str, bytes]:
                     b"\r 10%|#         | 10/100 [00:01<00:09]\nTraceback (most recent call last):\n"
                     b'  File "t.py", line 1, in <module>\nRuntimeError: CUDA out of memory.\n',
         "tfevents": tb,
+        **_tracker_seeds(),
     }
 
 

@@ -29,6 +29,9 @@ SOURCE_PRIORITY: dict[str, int] = {
     "jsonl": 3,
     "lightning_csv": 2,
     "text_log": 5,
+    "mlflow": 1,  # the tracker's own record of each logged value
+    "wandb_history": 1,
+    "wandb_summary": 6,  # last values only
 }
 
 

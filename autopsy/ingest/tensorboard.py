@@ -433,7 +433,13 @@ def _config_facts(tag: str, obj: dict[str, Any]) -> list[tuple[str, Any, str]]:
 
 def _texts_to_facts(texts: list[tuple[int, str, str]], source: str, builder: RunBuilder) -> None:
     for _rec, tag, text in texts:
-        if not tag.endswith("text_summary") or len(text) > MAX_CONFIG_TEXT or not text.lstrip().startswith("{"):
+        if not tag.endswith("text_summary") or len(text) > MAX_CONFIG_TEXT:
+            continue
+        if not text.lstrip().startswith("{"):  # an environment report logged as text (pip freeze, env dump)
+            from autopsy.ingest.env_facts import scan_text
+
+            scan_text(text, lambda key, value, line, orig, tag=tag: builder.fact(
+                key, value, source, where=f"{tag} line {line}", original_key=orig))
             continue
         try:
             obj = json.loads(text)

@@ -14,6 +14,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from autopsy.ingest.env_facts import EnvScanner
+
 #: bytes at the start of a log scanned for configuration facts
 FACT_SCAN_BYTES = 4 * 1024 * 1024
 #: how many lines after ``LoraConfig(`` a bare ``r=`` still belongs to it
@@ -54,9 +56,6 @@ _ASSIGN = re.compile(r"(?:^|[\s,(])(--)?([A-Za-z_][\w.]*)\s*(=|:)\s*" + _VALUE)
 _CLI_SPACE = re.compile(r"(?:^|\s)--([A-Za-z_][\w.]*)(?:\s+(?!--)" + _VALUE + r")?(?=\s|$|\\)")
 _BARE_SPACE = re.compile(r"(?:^|\s)([a-z]+_[a-z_]+)\s+(\d+(?:\.\d+)?(?:e-?\d+)?|True|False|true|false)(?=\s|$|,)")
 _JSON_KEY = re.compile(r'^\s*"([\w.]+)"\s*:\s*(\{|"[^"]*"|[\w.+\-]+)')
-_VERSION = re.compile(
-    r"(?i)\b(transformers|torch|pytorch|trl|deepspeed|peft|ms[-_]swift)`?\s*"
-    r"(?:==|\bversion\b\s*(?:\(GPU\?\))?\s*[:=]?|:)\s*v?(\d+\.\d+(?:\.\d+)?(?:[.+\-]?[A-Za-z0-9]+)*)")
 _DS_INFO = re.compile(r"(?i)DeepSpeed info: version=(\d[\w.+\-]*)")
 #: a model named in an environment block or a launch line ("- Model: `google/gemma-4-E4B-it`", "--model Qwen/Qwen3-8B")
 _MODEL = re.compile(r"(?i)(?:^|[\s(])(?:[-*]\s*)?(?:model(?:_name_or_path|_id)?\s*[:=]|--model(?:_id|_name_or_path)?[\s=])"
@@ -64,8 +63,7 @@ _MODEL = re.compile(r"(?i)(?:^|[\s(])(?:[-*]\s*)?(?:model(?:_name_or_path|_id)?\
 _GPU = re.compile(
     r"\b((?:NVIDIA|Tesla|GeForce|Quadro)(?:\s+(?:Tesla|GeForce|RTX|Quadro))?\s+(?:RTX\s)?[A-Z]{1,4}\s?\d{1,4}[\w-]*"
     r"|(?:A100|A800|H100|H800|H200|H20|V100|P100|A6000|L40S?|B200|GB200)(?:-[\w-]+)?)")
-_VERSION_KEY = {"pytorch": "torch", "torch": "torch", "transformers": "transformers", "trl": "trl",
-                "deepspeed": "deepspeed", "peft": "peft", "ms-swift": "ms_swift", "ms_swift": "ms_swift"}
+
 
 
 def parse_value(raw: str) -> tuple[bool, Any]:
@@ -106,17 +104,19 @@ class FactScanner:
         self.emit = emit
         self.lora_line: int | None = None
         self.json_path: list[str] = []
+        #: versions, CUDA, GPUs (pip/conda lists, env reports, nvidia-smi): autopsy/ingest/env_facts.py
+        self.env = EnvScanner(emit)
 
     def line(self, no: int, text: str) -> None:
         if "LoraConfig(" in text:
             self.lora_line = no
         in_lora = self.lora_line is not None and no - self.lora_line <= LORA_CONTEXT_LINES
-        for m in _VERSION.finditer(text):
-            self.emit("version." + _VERSION_KEY[m[1].lower()], m[2], no, m[1])
+        gpu_seen = self.env.line(no, text)
         for m in _DS_INFO.finditer(text):
             self.emit("version.deepspeed", m[1], no, "deepspeed info")
-        for m in _GPU.finditer(text):
-            self.emit("gpu.name", m[1].strip(), no, "gpu")
+        if not gpu_seen:
+            for m in _GPU.finditer(text):
+                self.emit("gpu.name", m[1].strip(), no, "gpu")
         for m in _MODEL.finditer(text):
             self.emit("model.name_or_path", m[1], no, "model")
         if self._json(no, text):
@@ -149,6 +149,10 @@ class FactScanner:
             canon = KEYMAP.get(m[1])
             if canon is not None:
                 self.emit(canon, parse_value(m[2])[1], no, m[1])
+
+    def finish(self) -> None:
+        """End of the text: facts that need the whole of a table (the GPU count)."""
+        self.env.finish()
 
     def _json(self, no: int, text: str) -> bool:
         """Track ``"key": {`` nesting of a pasted JSON config; True when the line was JSON."""

@@ -38,7 +38,7 @@ from autopsy.metrics import canonical
 
 KIND = "text_log"
 #: a line can hold a config fact only if it has one of these (skips tqdm/metric noise cheaply)
-_FACT_HINT = re.compile(rb"=|: |--|NVIDIA|Tesla|GeForce|Quadro|version")
+_FACT_HINT = re.compile(rb"=|: |--|NVIDIA|Tesla|GeForce|Quadro|version|\d\.\d")  # \d.\d: pip/conda list rows
 #: how far back (characters) an event looks for the tqdm bar it was printed after
 BAR_LOOKBACK = 4096
 
@@ -212,6 +212,7 @@ class _TextLogReader:
         if not exact:  # decided at the end of the file: the points already handed over are inferred too
             self.builder.set_exact(self.source, False)
         self.sink.flush(self.builder)
+        self.facts.finish()
         for fw in sorted((self.frameworks | st.frameworks) - {""}):
             self.builder.framework(fw)
 
