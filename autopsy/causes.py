@@ -98,3 +98,22 @@ DAMAGE = frozenset({"nonfinite_weights", "empty_tensors", "zero_weights"})
 
 def explains(cause: str | None, symptom: str | None) -> bool:
     return bool(cause) and bool(symptom) and symptom in EXPLAINS.get(cause or "", frozenset())
+
+
+def markdown_table() -> str:
+    """The explains table as Markdown (docs/diagnosis.md carries it verbatim; a test checks they agree)."""
+    rows = ["| cause | explains | prior |", "|---|---|---|"]
+    for cause in sorted(EXPLAINS):
+        rows.append(f"| `{cause}` | {', '.join(f'`{s}`' for s in sorted(EXPLAINS[cause]))} | {PRIOR.get(cause, 0.0):.2f} |")
+    return "\n".join(rows) + "\n"
+
+
+def symptoms_table() -> str:
+    rows = ["| symptom | what was observed |", "|---|---|"]
+    rows += [f"| `{k}` | {v} |" for k, v in SYMPTOMS.items()]
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":  # python -m autopsy.causes: the two tables for docs/diagnosis.md
+    print(symptoms_table())
+    print(markdown_table())

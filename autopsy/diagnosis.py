@@ -213,7 +213,9 @@ def _causes(ordered: list[Finding]) -> list[_Cause]:
             miss *= 1.0 - f.confidence
         conf = min(MAX_CONFIDENCE, max(best.confidence, 1.0 - miss))
         basis = max((f.basis for f in fs), key=lambda b: BASIS_RANK.get(b, 0))
-        steps = [f.first_step for f in fs if f.first_step is not None]
+        # the cause was there from its earliest evidence (the LR peak before the NaN it causes), not only from
+        # the step its detector reports
+        steps = [x for f in fs for x in [f.first_step, *(e.step for e in f.evidence)] if x is not None]
         present_from_start = any(f.first_step is None and f.basis == "direct" for f in fs)
         onset = 0 if present_from_start else (min(steps) if steps else None)
         out.append(_Cause(rc, conf, basis, best.first_step, best, fs, onset=onset))

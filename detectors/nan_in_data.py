@@ -27,7 +27,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from autopsy.model import Finding, Run
-from detectors._common import FP16_MAX, bf16_or_fp32, fmt, fp16_signals, nonfinite_onset, points, robust_level
+from detectors._common import (
+    FP16_MAX,
+    bf16_or_fp32,
+    event_evidence,
+    fmt,
+    fp16_signals,
+    nonfinite_onset,
+    points,
+    robust_level,
+)
 
 CODE = "DATA001"
 SLUG = "nan-in-data"
@@ -40,14 +49,16 @@ CALM_LOSS = 1.5
 CALM_GRAD = 3.0
 #: finite loss logs needed before the onset to call the curve calm at all
 MIN_HISTORY = 3
+#: a calm curve that turns NaN for good in bf16/fp32 (no loss scaler to skip the batch): the data, more often than not
+PERSISTENT_CALM_CONFIDENCE = 0.55
 #: logs before the onset that define "recent"
 RECENT = 8
 
 
 def detect(run: Run) -> Iterable[Finding]:
     onset = nonfinite_onset(run)
-    if onset is None or onset.step is None:
-        return
+    if onset is None or onset.step is None or onset.metric == "eval_loss":
+        return  # an eval-only NaN with finite training is DATA002's (eval batches without supervised tokens)
     loss = points(run, "loss")
     loss = loss.select(loss.finite & (loss.values != 0.0))
     before = loss.before(onset.step)[-RECENT:]
@@ -69,12 +80,20 @@ def detect(run: Run) -> Iterable[Finding]:
         conf, severity = 0.6, "error"
     elif recovered:
         conf, severity = 0.45, "warning"
+    elif not fp16:
+        # bf16/fp32 have no scaler to skip the bad step: one bad batch puts NaN in the weights and it stays
+        conf, severity = PERSISTENT_CALM_CONFIDENCE, "error"
     else:
         conf, severity = 0.35, "warning"
+    named = [e for e in run.events_of("nan_input") if e.step is None or e.step <= onset.step + 1]
     evidence = [before[-1].evidence(f"loss {fmt(before[-1].value)} at step {before[-1].step}, at its recent level "
                                     f"{fmt(level)}: no divergence before the NaN"), onset.evidence]
     if len(gn):
         evidence.insert(1, gn[-1].evidence(f"grad_norm {fmt(gn[-1].value)} at step {gn[-1].step}: not growing"))
+    if named:
+        evidence[:0] = [event_evidence(e, f"the data pipeline reported non-finite input: \"{e.message.strip()[:160]}\"")
+                        for e in named[:2]]
+        conf, severity = max(conf, 0.85), "error"
     steps_txt = ", ".join(str(s) for s in bad_steps[:8].tolist()) + (" ..." if len(bad_steps) > 8 else "")
     shape = (f"non-finite only at steps {steps_txt}, finite again afterwards" if recovered
              else f"non-finite from step {onset.step} on")
@@ -83,7 +102,7 @@ def detect(run: Run) -> Iterable[Finding]:
         title=f"Abrupt NaN at step {onset.step} out of a calm curve: suspect the data",
         message=f"{onset.metric} is {shape}, with loss and grad_norm normal just before"
                 + ("; fp16 activation overflow on those batches is an equally good explanation." if fp16 else "."),
-        first_step=onset.step, evidence=evidence, basis="inferred", symptom="nonfinite_loss",
+        first_step=onset.step, evidence=evidence, basis="direct" if named else "inferred", symptom="nonfinite_loss",
         remedies=[(f"Dump the batches of step(s) {steps_txt or onset.step} and check inputs and labels with torch.isfinite; "
                   "count unmasked label tokens per sample (0 gives NaN means)."),
                   "Filter NaN/Inf/empty samples at data preparation; skip non-finite batches in the loop and log their indices."],

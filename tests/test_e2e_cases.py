@@ -37,12 +37,8 @@ EQUIV = {"fp16_overflow": {"loss_scale_collapse"}, "loss_scale_collapse": {"fp16
          "all_labels_masked": {"empty_response"}, "empty_response": {"all_labels_masked"}}
 #: dev cases the diagnosis does not get right yet (issue 10); each one removed here is pinned from then on
 KNOWN_MISSES = {
-    "automodel1883_gemma4_sdpa_nan_lbs2",
     "detectron2_214_retinanet_1gpu_default_lr_nan", "fairseq1895_bt_reverse_min_loss_scale",
-    "llamafactory10224_qwen35moe_zero3_rank_disagreement", "megatronllm33_bf16_nan_not_detected",
     "openr1_704_grpo_kl_nan_beta0", "timm814_mnv3_lr_not_scaled_for_batch_nan",
-    "trl5312_grpo_vllm_sleep_mode_weights_not_synced",
-    "verl721_grpo_nan_oldlogprob_exclamation_collapse",
 }
 
 

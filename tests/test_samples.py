@@ -171,7 +171,7 @@ ERROR_CODES: dict[str, set[str]] = {
     "healthy_sft": set(),
     "lr_too_high_nan": {"OPT001", "NUM001", "NUM002", "CKPT001"},
     "lora_frozen_gradientless": {"GRAD001"},
-    "simpo_empty_response": {"LEN001", "NUM001", "CKPT001"},
+    "simpo_empty_response": {"LEN001", "NUM001", "CKPT001", "DATA001"},  # DATA001: shown as explained by the empty responses
     "fp16_overflow": {"PREC001", "NUM001", "CKPT001"},
     "minimind_style_nan": {"OPT001", "NUM001", "NUM002", "CKPT001"},
 }

@@ -27,7 +27,7 @@ EVENT_KINDS = (
     "tokenization_mismatch", "response_key_missing", "padding_free_warning", "flash_attn_warning",
     "nan_stop", "oom", "bf16_unsupported", "prompt_fills_max_length", "index_out_of_range",
     "cudnn_sdpa_warning", "ddp_unused_params", "unscale_fp16", "gemma_eager_warning", "loss_watchdog",
-    "empty_tensor_load", "warning", "error",
+    "empty_tensor_load", "nan_input", "warning", "error",
 )
 
 #: events kept per kind from the start of the log: enough to show how a sequence began
@@ -51,7 +51,11 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
      lambda m: {"attempted": _f(m[1]), "new": _f(m[2])}),
     ("overflow", re.compile(r"Grad overflow on iteration:? (\d+)"), lambda m: {"iteration": int(m[1])}),
     ("overflow", re.compile(r"OVERFLOW! Rank \d+ Skipping step|Gradient overflow\.\s+Skipping step"), lambda m: {}),
-    ("loss_scale_min", re.compile(r"Current loss scale already at minimum"), lambda m: {}),
+    ("loss_scale_min", re.compile(r"Current loss scale already at minimum|Minimum loss scale reached"), lambda m: {}),
+    # a data pipeline or a loop's own check saying the *input* is non-finite (not the loss): the cause named directly
+    ("nan_input", re.compile(r"(?i)\b(?:input|inputs|input_ids|batch|sample|samples|example|examples|data|dataset|feature|"
+                             r"features|label|labels|target|targets|pixel_values|embeddings?)\b[^\n]{0,40}?\b(?:contains?|has|have|"
+                             r"with|found)\s+(?:\d+\s+)?(?:NaN|nan|Inf|inf|non-finite)(?!, infinity or a value too large)"), lambda m: {}),
     ("lr_before_step", re.compile(r"tried to get lr value before scheduler/optimizer started stepping"), lambda m: {}),
     ("no_grad_inputs", re.compile(r"None of the inputs have requires_grad=True"), lambda m: {}),
     ("no_grad_fn", re.compile(r"element (\d+) of tensors does not require grad"), lambda m: {"element": int(m[1])}),
@@ -102,7 +106,7 @@ TRIGGERS = (
     "cuDNN", "Expected to have", "Attempting", "Current loss scale", "Your setup", "Cannot allocate", "CUBLAS",
     # lower-case lines that are printed without a level or exception name in front of them
     "overflow", "tried to get lr", "exitcode", "prompt alone", "padding-free", "padding_free",
-    "copying a param", "vocab size of the LoRA",
+    "copying a param", "vocab size of the LoRA", "Minimum loss scale", "contain", "found NaN", "found nan",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the

@@ -69,6 +69,7 @@ def context(report: dict[str, Any]) -> dict[str, Any]:
         "findings": view.findings(report),
         "chain": [view.d(c) for c in view.lst(report.get("chain"))],
         "alternatives": [view.d(a) for a in view.lst(report.get("alternatives"))],
+        "causal": [view.d(t) for t in view.lst(report.get("timeline"))],
         "onset": onset,
         "panels": charts.build_panels(run.get("series"), markers(report, ck, onset)),
         "checkpoints": ck,
