@@ -50,8 +50,15 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("overflow", re.compile(r"(?:OVERFLOW!|overflow!|Overflow detected)[^\n]*?Attempted loss scale: " + _NUM + r", reducing to " + _NUM),
      lambda m: {"attempted": _f(m[1]), "new": _f(m[2])}),
     ("overflow", re.compile(r"Grad overflow on iteration:? (\d+)"), lambda m: {"iteration": int(m[1])}),
+    ("overflow", re.compile(r"Gradient overflow\.\s+Skipping step, loss scaler \d+ reducing loss scale to " + _NUM),
+     lambda m: {"new": _f(m[1])}),  # apex amp
     ("overflow", re.compile(r"OVERFLOW! Rank \d+ Skipping step|Gradient overflow\.\s+Skipping step"), lambda m: {}),
+    # fairseq trainer.py (and forks): "NOTE: [gradient ]overflow detected, [ignoring gradient, ]setting loss scale to: X"
+    ("overflow", re.compile(r"[Oo]verflow detected,(?: ignoring gradient,)? setting loss scale to:? " + _NUM),
+     lambda m: {"new": _f(m[1])}),
     ("loss_scale_min", re.compile(r"Current loss scale already at minimum"), lambda m: {}),
+    # fairseq DynamicLossScaler: FloatingPointError("Minimum loss scale reached (0.0001). Your loss is probably exploding...")
+    ("loss_scale_min", re.compile(r"Minimum loss scale reached \(?" + _NUM + r"?"), lambda m: {"min_scale": _f(m[1]) if m[1] else None}),
     ("lr_before_step", re.compile(r"tried to get lr value before scheduler/optimizer started stepping"), lambda m: {}),
     ("no_grad_inputs", re.compile(r"None of the inputs have requires_grad=True"), lambda m: {}),
     ("no_grad_fn", re.compile(r"element (\d+) of tensors does not require grad"), lambda m: {"element": int(m[1])}),
@@ -95,7 +102,7 @@ _LOOKS_FLASH_RELATED = ("flash", "Flash")
 #: scan rejects almost every position on its first byte.
 TRIGGERS = (
     "Traceback", "Error", "Exception", "OVERFLOW", "Overflow", "WARN", "Warn", "ERROR", "CRITICAL", "FATAL",
-    "Interrupt", 'File "', "Gemma", "Loss is", "CUDA", "None of the", "Padding", "Flash", "Could not find",
+    "Interrupt", 'File "', "Minimum loss scale", "Gemma", "Loss is", "CUDA", "None of the", "Padding", "Flash", "Could not find",
     "cuDNN", "Expected to have", "Attempting", "Current loss scale", "Your setup", "Cannot allocate", "CUBLAS",
     # lower-case lines that are printed without a level or exception name in front of them
     "overflow", "tried to get lr", "exitcode", "prompt alone", "padding-free", "padding_free",

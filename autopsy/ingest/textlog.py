@@ -19,6 +19,7 @@ from autopsy.discover import Found
 from autopsy.ingest.base import RunBuilder
 from autopsy.ingest.events import EventSink, TracebackTracker, chunk_trigger_re, classify, letters_of
 from autopsy.ingest.text_dicts import parse_dicts
+from autopsy.ingest.text_formats import FORMAT_PARSERS
 from autopsy.ingest.text_facts import FACT_SCAN_BYTES, FactScanner, banner_frameworks
 from autopsy.ingest.text_metrics import (
     _BAR_LAST,
@@ -111,7 +112,7 @@ class _TextLogReader:
         used = Used()
         letters = letters_of(text)
         parse_dicts(text, chunk.first_line, st, self.out, steps, used)
-        for parse, hints in PARSERS:
+        for parse, hints in _ALL_PARSERS:
             if any(h in letters for h in hints):
                 parse(text, chunk.first_line, st, self.out, steps, used)
         self.out.flush()
@@ -231,6 +232,10 @@ class _TextLogReader:
         override = self.out.metric_override
         return [override.get(k) or canonical(k) for k in cats]
 
+
+#: framework formats run before the built-in line parsers, so the generic parser (last) never
+#: re-reads a line a format parser understood
+_ALL_PARSERS = FORMAT_PARSERS + PARSERS
 
 #: points collected before they are handed to the builder (~11 bytes each here)
 HAND_OVER_POINTS = 2_000_000
