@@ -42,6 +42,10 @@ def _f(x: str) -> float:
     return float(x)
 
 
+def _shape(dims: str) -> list[int]:
+    return [int(d) for d in dims.replace(" ", "").split(",") if d]
+
+
 # (kind, compiled regex, data builder). Order matters: the first match wins for a line.
 _NUM = r"(\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
 _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, Any]]]] = [
@@ -83,6 +87,11 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
                                       r"srcIndex < srcSelectDimSize|indexSelect\w*Kernel"), lambda m: {}),
     ("ddp_unused_params", re.compile(r"Expected to have finished reduction in the prior iteration"), lambda m: {}),
     ("unscale_fp16", re.compile(r"Attempting to unscale FP16 gradients"), lambda m: {}),
+    # torch load_state_dict's RuntimeError body, often pasted without its first line
+    ("error", re.compile(r"size mismatch for ([\w.]+): copying a param with shape torch\.Size\(\[([\d, ]*)\]\) from "
+                         r"checkpoint, the shape in current model is torch\.Size\(\[([\d, ]*)\]\)"),
+     lambda m: {"variant": "state_dict_size_mismatch", "param": m[1], "checkpoint_shape": _shape(m[2]),
+                "model_shape": _shape(m[3])}),
     ("error", re.compile(r"failed \(exitcode: (-?\d+)\)"), lambda m: {"exitcode": int(m[1]), "elastic": True}),
 ]
 
@@ -102,7 +111,7 @@ _LOOKS_FLASH_RELATED = ("flash", "Flash")
 #: scan rejects almost every position on its first byte.
 TRIGGERS = (
     "Traceback", "Error", "Exception", "OVERFLOW", "Overflow", "WARN", "Warn", "ERROR", "CRITICAL", "FATAL",
-    "Interrupt", 'File "', "Minimum loss scale", "Gemma", "Loss is", "CUDA", "None of the", "Padding", "Flash", "Could not find",
+    "Interrupt", 'File "', "Minimum loss scale", "size mismatch for", "Gemma", "Loss is", "CUDA", "None of the", "Padding", "Flash", "Could not find",
     "cuDNN", "Expected to have", "Attempting", "Current loss scale", "Your setup", "Cannot allocate", "CUBLAS",
     # lower-case lines that are printed without a level or exception name in front of them
     "overflow", "tried to get lr", "exitcode", "prompt alone", "padding-free", "padding_free",
