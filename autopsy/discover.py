@@ -132,9 +132,22 @@ def _by_content(path: Path, hinted: str) -> str:
         return hinted  # a .jsonl whose head is not JSON: its reader says what is wrong with it
     if kind == "text_log" and hinted == "metrics_csv":
         return "text_log" if _METRIC_SNIFF.search(head) else "ignored"
-    if kind == "text_log" and path.suffix.lower() in (".md", "") and not _METRIC_SNIFF.search(head):
+    if kind == "text_log" and path.suffix.lower() == ".md" and not _METRIC_SNIFF.search(head):
+        return "ignored"
+    if kind == "text_log" and not path.suffix and not (_METRIC_SNIFF.search(head) or _mostly_text(head)):
         return "ignored"
     return kind
+
+
+#: share of a head's characters that may be undecodable or control characters in a text file
+_JUNK_SHARE = 0.01
+
+
+def _mostly_text(head: bytes) -> bool:
+    """A paste with no metric word in its head (only an error message) is still a log, if it is text."""
+    text = head.decode("utf-8", "replace")
+    junk = text.count("\ufffd") + sum(1 for ch in text if ch < " " and ch not in "\t\n\r\x1b\x0c")
+    return junk <= len(text) * _JUNK_SHARE
 
 
 def _looks_like_log(path: Path) -> bool:
