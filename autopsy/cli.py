@@ -107,7 +107,36 @@ def run_cmd(
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is at or above this severity.")] = FailOn.error,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No terminal summary.")] = False,
 ) -> None:
-    """Analyse a run: read what it left behind, diagnose, write a report."""
+    """Analyse a run: read what it left behind, diagnose, write a report. PATH '-' reads a log from stdin."""
+    if str(path) == "-":
+        _run_stdin(fmt, output, fail_on, quiet)
+        return
+    _run(path, fmt, output, fail_on, quiet)
+
+
+def _run_stdin(fmt: Format, output: str | None, fail_on: FailOn, quiet: bool) -> None:
+    """Spool stdin to a private ``<stdin>`` file, analyse it, remove it."""
+    import shutil
+
+    from autopsy.spool import STDIN_NAME, cut_message, spool_stdin
+
+    if sys.stdin is None or sys.stdin.isatty():
+        fail("'-' reads a log from stdin, but stdin is a terminal", "pipe a log in: cat train.log | autopsy run -")
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="autopsy-stdin-"))
+    try:
+        path, kept, cut = spool_stdin(sys.stdin.buffer, tmp)
+        if not kept:
+            fail("stdin was empty: nothing to analyse", "pipe a log in: cat train.log | autopsy run -")
+            return
+        notes = [(STDIN_NAME, cut_message())] if cut else []
+        _run(path, fmt, output, fail_on, quiet, notes, report_name=str(tmp / "stdin"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run(path: Path, fmt: Format, output: str | None, fail_on: FailOn, quiet: bool,
+         notes: list[tuple[str, str]] | None = None, report_name: str | None = None) -> None:
     from autopsy.pipeline import analyze
     from autopsy.report import build_report
 
@@ -121,6 +150,8 @@ def run_cmd(
             raise
         fail(f"internal error while analysing {path}: {type(exc).__name__}: {exc}", "set AUTOPSY_DEBUG=1 for the traceback")
         return
+    for where, message in notes or ():
+        analysis.run.problem(where, "text_log", message, "partial")
     report = build_report(analysis, _command_line())
     text = render(report, fmt)
     to_stdout = output == "-"
@@ -129,7 +160,7 @@ def run_cmd(
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
-        out_path = Path(output) if output else default_output(path, fmt)
+        out_path = Path(output) if output else default_output(Path(report_name) if report_name else path, fmt)
         try:
             _write(text, out_path)
         except OSError as exc:

@@ -22,7 +22,7 @@ MAX_DEPTH = 12
 #: at most this many files of the kinds below are read: more is a dataset or cache, not run logs
 #: (each costs a full read; real runs have a handful of logs and configs)
 MAX_GENERIC_FILES = 500
-GENERIC_KINDS = frozenset({"text_log", "jsonl", "json_config", "yaml_config"})
+GENERIC_KINDS = frozenset({"text_log", "jsonl", "json_config", "yaml_config", "metrics_csv", "archive"})
 #: bytes read to sniff an unknown file
 SNIFF_BYTES = 64 * 1024
 
@@ -85,6 +85,8 @@ def classify(path: Path, size: int) -> str:
         return "safetensors"
     if name in IGNORED_NAMES:
         return "ignored"
+    if low.endswith((".gz", ".zip")) and not low.endswith((".tar.gz", ".tgz")):
+        return "archive"  # read through autopsy.ingest.archives (bounded unpacking)
     hinted = _NAME_HINTS.get(low) or (_SUFFIX_HINTS.get(path.suffix.lower()) if path.suffix else "text_log")
     if hinted is not None:
         return _by_content(path, hinted)
@@ -123,6 +125,8 @@ def _by_content(path: Path, hinted: str) -> str:
             complete = len(head) < SNIFF_BYTES or not fh.read(1)
     except OSError:
         return hinted  # the reader reports the unreadable file
+    if head.startswith((b"\x1f\x8b", b"PK\x03\x04")):
+        return "archive"  # a gzip/zip under a log's name (or none): stdin, a renamed attachment
     kind = sniff_text(head, complete)
     if hinted == "json_config":  # DeepSpeed config, other json: the config reader decides, unless it is a log
         return kind if kind in ("trainer_state", "llamafactory_jsonl", "swift_jsonl") else hinted

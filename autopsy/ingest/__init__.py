@@ -14,7 +14,7 @@ Reader = Callable[[Found, RunBuilder], None]
 
 #: reader modules, each exporting READERS = {kind: read}
 READER_MODULES = ("autopsy.ingest.structured", "autopsy.ingest.textlog", "autopsy.ingest.tensorboard",
-                  "autopsy.ingest.columns")
+                  "autopsy.ingest.columns", "autopsy.ingest.archives")
 
 
 def readers(broken: dict[str, str] | None = None) -> dict[str, Reader]:
