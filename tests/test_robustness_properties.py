@@ -32,6 +32,7 @@ NAMES = {
     "args_json": "args.json", "args_yaml": "training_args.yaml", "training_args_bin": "training_args.bin",
     "weights_index": "model.safetensors.index.json", "json_config": "ds_config.json", "yaml_config": "train.yaml",
     "text_log": "train.log", "tfevents": "events.out.tfevents.1.host", "metrics_csv": "results.csv",
+    "archive": "logs.gz",
 }
 
 
@@ -55,6 +56,7 @@ def _seeds() -> dict[str, bytes]:
         "trainer_state": state, "results_json": b'{"train_loss": 1.2, "epoch": 1.0}',
         "swift_jsonl": jsonl, "llamafactory_jsonl": jsonl, "jsonl": jsonl,
         "lightning_csv": b"epoch,step,train_loss,lr\n" + b"".join(b"0,%d,%f,0.001\n" % (i, 1 / (i + 1)) for i in range(20)),
+        "archive": __import__("gzip").compress(b"".join(b"{'loss': %f, 'epoch': 0.1}\n" % (1 / i) for i in range(1, 20)), mtime=0),
         "metrics_csv": b"  epoch,  train/box_loss,  val/box_loss,  lr/pg0\n" + b"".join(
             b"  %d,  %f,  %f,  0.001\n" % (i, 1 / (i + 1), 1 / (i + 2)) for i in range(1, 20)),
         "hparams_yaml": b"lr: 0.001\nprecision: 16-mixed\nmodel:\n  hidden: 8\n",
