@@ -204,7 +204,8 @@ class EventSink:
         self._last: dict[str, Event] = {}
         self._order = 0
 
-    def add(self, kind: str, message: str, line: int | None, step: int | None, data: dict[str, Any]) -> None:
+    def add(self, kind: str, message: str, line: int | None, step: int | None, data: dict[str, Any],
+            rank: int | None = None) -> None:
         msg = message.strip()[:2000]
         if kind in _WARNINGISH:
             key = (kind, strip_prefix(msg))
@@ -219,7 +220,7 @@ class EventSink:
                 prev.count += 1
                 prev.data["last_line"], prev.data["last_step"] = line, step
                 return
-        ev = Event(kind=kind, message=msg, source=self.source, line=line, step=step, data=dict(data))
+        ev = Event(kind=kind, message=msg, source=self.source, line=line, step=step, data=dict(data), rank=rank)
         store = self._kinds.setdefault(kind, _KindStore())
         store.total += 1
         if kind in _WARNINGISH:
