@@ -21,6 +21,15 @@ from autopsy import __version__
 from autopsy.errors import UserError, debug_enabled
 from autopsy.model import SEVERITY_RANK
 
+class PlainHelpCommand(typer.core.TyperCommand):
+    """Help text without rich-markup escapes: with rich installed, typer escapes ``[default: x]`` as
+    ``\\[default: x]`` for HTML export even when rich markup is off (``rich_markup_mode=None``), and the
+    backslash reaches the terminal."""
+
+    def get_help(self, ctx: typer.Context) -> str:  # type: ignore[override]
+        return super().get_help(ctx).replace("\\[", "[")
+
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Post-mortem analysis of failed deep-learning and LLM fine-tuning runs.")
 
@@ -99,7 +108,7 @@ def _write(text: str, output: Path) -> None:
     os.replace(tmp, output)
 
 
-@app.command("run")
+@app.command("run", cls=PlainHelpCommand)
 def run_cmd(
     path: Annotated[Path, typer.Argument(help="Run output directory, or a single log file.")],
     fmt: Annotated[Format, typer.Option("--format", "-f", help="Report format.")] = Format.html,
@@ -180,7 +189,7 @@ def exit_code(report: dict, fail_on: FailOn) -> int:
     return 1 if worst >= threshold else 0
 
 
-@app.command("detectors")
+@app.command("detectors", cls=PlainHelpCommand)
 def detectors_cmd() -> None:
     """List the detector catalogue."""
     from detectors import ALL
@@ -191,7 +200,7 @@ def detectors_cmd() -> None:
         typer.echo(f"{m.CODE}  {m.SLUG:<34} {summary[0] if summary else ''}")
 
 
-@app.command("explain")
+@app.command("explain", cls=PlainHelpCommand)
 def explain_cmd(code: Annotated[str, typer.Argument(help="Detector code (NUM001) or slug.")]) -> None:
     """Print a detector's documentation."""
     from detectors import by_code
@@ -214,7 +223,7 @@ def _indent(text: str) -> str:
     return textwrap.indent(textwrap.dedent(text).strip(), "    ")
 
 
-@app.command("scan")
+@app.command("scan", cls=PlainHelpCommand)
 def scan_cmd(
     paths: Annotated[list[Path], typer.Argument(help="Checkpoint files, checkpoint dirs or a whole output dir.")],
     fmt: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
@@ -231,7 +240,7 @@ def scan_cmd(
     raise typer.Exit(scan_command(paths, fmt=fmt, workers=workers, output=output, digest=digest))
 
 
-@app.command("diff")
+@app.command("diff", cls=PlainHelpCommand)
 def diff_cmd(
     a: Annotated[Path, typer.Argument(help="First checkpoint (file or dir).")],
     b: Annotated[Path, typer.Argument(help="Second checkpoint (file or dir).")],

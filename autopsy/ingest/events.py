@@ -161,6 +161,22 @@ _PREFIX = re.compile(
     r"\s*[WEIF]\d{4} [\d:.]+ +\d+ |\s*\[(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\]\s*)+")
 
 
+#: a tqdm bar (with its description) that a message was printed right after, on the same line
+_BAR_IN_FRONT = re.compile(r"^\s*(?:[^\n|%]{0,80}?:?\s*)?\d{1,3}%\|[^|\n]{0,400}\|\s*[\d.]+[kMGT]?/[\d.?]+[kMGT]?"
+                           r"\s*(?:\[[^\]\n]{0,200}\])?")
+
+
+def strip_bar(message: str) -> str:
+    """The message without the progress bar(s) glued in front of it
+    (``Map:   0%|   | 0/256 [00:00<?, ? examples/s][RANK 0] The prompt alone fills ...``)."""
+    for _ in range(8):  # a few redraws may precede the message
+        m = _BAR_IN_FRONT.match(message)
+        if m is None or m.end() == 0:
+            break
+        message = message[m.end():]
+    return message
+
+
 def strip_prefix(line: str) -> str:
     """The message without timestamps / levels / rank markers (for folding and display)."""
     return _PREFIX.sub("", line, count=1).strip()
@@ -206,7 +222,7 @@ class EventSink:
 
     def add(self, kind: str, message: str, line: int | None, step: int | None, data: dict[str, Any],
             rank: int | None = None) -> None:
-        msg = message.strip()[:2000]
+        msg = strip_bar(message.strip()).strip()[:2000] or message.strip()[:2000]
         if kind in _WARNINGISH:
             key = (kind, strip_prefix(msg))
             prev = self._by_message.get(key)
