@@ -336,12 +336,12 @@ def parse_torchtune(text: bytes, first_line: int, st: StepState, out: Collector,
     if b"|Loss: " not in text:
         return
     lines = Lines(text, first_line)
-    last = None
+    last = getattr(st, "torchtune_last", None)  # a redraw may open the next chunk
     for m in _TORCHTUNE.finditer(text):
         step = int(m[2])
         if step == last:
             continue
-        last = step
+        last = st.torchtune_last = step  # type: ignore[attr-defined]
         out.add(step, "loss", float(m[3]), lines.at(m.start()))
         _mark(st, steps, used, m.start(), step, "torchtune")
 
