@@ -11,7 +11,6 @@ become paths outside the temporary directory. Checkpoints inside archives are no
 
 from __future__ import annotations
 
-import gzip
 import re
 import shutil
 import tempfile
@@ -77,15 +76,15 @@ def _read_gzip(found: Found, builder: RunBuilder, src: str, tmp: Path) -> None:
     dest = tmp / "0" / _safe(inner)
     dest.parent.mkdir(parents=True)
     try:
-        with gzip.open(found.path, "rb") as fin, open(dest, "wb") as fout:
-            written, capped = _copy(fin, fout, MAX_MEMBER_BYTES)
-    except (OSError, EOFError, zlib.error) as exc:
+        with open(found.path, "rb") as fin, open(dest, "wb") as fout:
+            capped, damage = _gunzip(fin, fout, MAX_MEMBER_BYTES)
+    except OSError as exc:
+        builder.problem(src, KIND, f"cannot read: {exc.strerror or exc}")
+        return
+    if damage:
         # a truncated .gz still yields what came before the cut
-        builder.problem(src, KIND, f"gzip data is damaged or cut ({type(exc).__name__}: {exc}); what came before "
-                        "the damage was read", "partial")
-        if not dest.exists():
-            return
-        capped = False
+        builder.problem(src, KIND, f"gzip data is damaged or cut ({damage}); what came before the damage was read",
+                        "partial")
     if capped:
         builder.problem(src, KIND, f"decompresses to more than {MAX_MEMBER_BYTES >> 20} MiB: only the first "
                         f"{MAX_MEMBER_BYTES >> 20} MiB were read", "partial")
@@ -136,6 +135,35 @@ def _read_zip(found: Found, builder: RunBuilder, src: str, tmp: Path) -> None:
             _dispatch(builder, dest, alias, src)
     if skipped:
         builder.problem(src, KIND, f"{len(skipped)} member(s) not read: " + "; ".join(skipped[:5])[:600], "partial")
+
+
+def _gunzip(fin, fout, cap: int) -> tuple[bool, str | None]:  # noqa: ANN001 - binary file objects
+    """Decompress gzip member(s) incrementally, so a cut stream still yields all it held.
+    Returns (whether the cap cut it, what was wrong with the data or None)."""
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    written = 0
+    while True:
+        raw = fin.read(_COPY_BLOCK)
+        if not raw:
+            break
+        while raw:
+            try:
+                out = d.decompress(raw, cap - written + 1)
+            except zlib.error as exc:
+                return False, f"zlib: {exc}"
+            if written + len(out) > cap:
+                fout.write(out[:cap - written])
+                return True, None
+            fout.write(out)
+            written += len(out)
+            raw = d.unconsumed_tail
+            if d.eof:  # a second gzip member may follow (cat a.gz b.gz)
+                rest = d.unused_data + raw
+                d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                raw = rest if rest.strip(b"\x00") else b""
+    if not d.eof and (written or d.unconsumed_tail):
+        return False, "the stream ends before the gzip end marker"
+    return False, None
 
 
 def _copy(fin, fout, cap: int) -> tuple[int, bool]:  # noqa: ANN001 - binary file objects
