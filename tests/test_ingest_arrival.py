@@ -18,7 +18,7 @@ from autopsy.cli import app
 from autopsy.discover import classify, discover
 from autopsy.ingest import archives
 from autopsy.ingest.events import strip_bar
-from autopsy.pipeline import analyze, read_run
+from autopsy.pipeline import read_run
 from autopsy.render.markdown import md
 
 runner = CliRunner()

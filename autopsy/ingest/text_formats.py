@@ -31,9 +31,8 @@ import json
 import math
 import re
 
-from autopsy.ingest.text_metrics import NUM, Collector, Lines, StepMarks, StepState, Used, line_end, line_start
+from autopsy.ingest.text_metrics import NUM, Collector, Lines, StepMarks, StepState, Used, line_start
 
-Parser = tuple  # (callable, hints) pairs, see FORMAT_PARSERS
 
 
 def _mark(st: StepState, steps: StepMarks, used: Used, pos: int, step: int, framework: str | None = None) -> None:
@@ -691,4 +690,3 @@ FORMAT_PARSERS = (
     (parse_columns, (b"",)),
 )
 
-__all__ = ["FORMAT_PARSERS", "line_end"]
