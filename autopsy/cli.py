@@ -21,6 +21,15 @@ from autopsy import __version__
 from autopsy.errors import UserError, debug_enabled
 from autopsy.model import SEVERITY_RANK
 
+class PlainHelpCommand(typer.core.TyperCommand):
+    """Help text without rich-markup escapes: with rich installed, typer escapes ``[default: x]`` as
+    ``\\[default: x]`` for HTML export even when rich markup is off (``rich_markup_mode=None``), and the
+    backslash reaches the terminal."""
+
+    def get_help(self, ctx: typer.Context) -> str:  # type: ignore[override]
+        return super().get_help(ctx).replace("\\[", "[")
+
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Post-mortem analysis of failed deep-learning and LLM fine-tuning runs.")
 
@@ -99,7 +108,7 @@ def _write(text: str, output: Path) -> None:
     os.replace(tmp, output)
 
 
-@app.command("run")
+@app.command("run", cls=PlainHelpCommand)
 def run_cmd(
     path: Annotated[Path, typer.Argument(help="Run output directory, or a single log file.")],
     fmt: Annotated[Format, typer.Option("--format", "-f", help="Report format.")] = Format.html,
@@ -107,7 +116,36 @@ def run_cmd(
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is at or above this severity.")] = FailOn.error,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No terminal summary.")] = False,
 ) -> None:
-    """Analyse a run: read what it left behind, diagnose, write a report."""
+    """Analyse a run: read what it left behind, diagnose, write a report. PATH '-' reads a log from stdin."""
+    if str(path) == "-":
+        _run_stdin(fmt, output, fail_on, quiet)
+        return
+    _run(path, fmt, output, fail_on, quiet)
+
+
+def _run_stdin(fmt: Format, output: str | None, fail_on: FailOn, quiet: bool) -> None:
+    """Spool stdin to a private ``<stdin>`` file, analyse it, remove it."""
+    import shutil
+
+    from autopsy.spool import STDIN_NAME, cut_message, spool_stdin
+
+    if sys.stdin is None or sys.stdin.isatty():
+        fail("'-' reads a log from stdin, but stdin is a terminal", "pipe a log in: cat train.log | autopsy run -")
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="autopsy-stdin-"))
+    try:
+        path, kept, cut = spool_stdin(sys.stdin.buffer, tmp)
+        if not kept:
+            fail("stdin was empty: nothing to analyse", "pipe a log in: cat train.log | autopsy run -")
+            return
+        notes = [(STDIN_NAME, cut_message())] if cut else []
+        _run(path, fmt, output, fail_on, quiet, notes, report_name=str(tmp / "stdin"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run(path: Path, fmt: Format, output: str | None, fail_on: FailOn, quiet: bool,
+         notes: list[tuple[str, str]] | None = None, report_name: str | None = None) -> None:
     from autopsy.pipeline import analyze
     from autopsy.report import build_report
 
@@ -121,6 +159,8 @@ def run_cmd(
             raise
         fail(f"internal error while analysing {path}: {type(exc).__name__}: {exc}", "set AUTOPSY_DEBUG=1 for the traceback")
         return
+    for where, message in notes or ():
+        analysis.run.problem(where, "text_log", message, "partial")
     report = build_report(analysis, _command_line())
     text = render(report, fmt)
     to_stdout = output == "-"
@@ -129,7 +169,7 @@ def run_cmd(
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
-        out_path = Path(output) if output else default_output(path, fmt)
+        out_path = Path(output) if output else default_output(Path(report_name) if report_name else path, fmt)
         try:
             _write(text, out_path)
         except OSError as exc:
@@ -149,7 +189,7 @@ def exit_code(report: dict, fail_on: FailOn) -> int:
     return 1 if worst >= threshold else 0
 
 
-@app.command("detectors")
+@app.command("detectors", cls=PlainHelpCommand)
 def detectors_cmd() -> None:
     """List the detector catalogue."""
     from detectors import ALL
@@ -160,7 +200,7 @@ def detectors_cmd() -> None:
         typer.echo(f"{m.CODE}  {m.SLUG:<34} {summary[0] if summary else ''}")
 
 
-@app.command("explain")
+@app.command("explain", cls=PlainHelpCommand)
 def explain_cmd(code: Annotated[str, typer.Argument(help="Detector code (NUM001) or slug.")]) -> None:
     """Print a detector's documentation."""
     from detectors import by_code
@@ -183,7 +223,7 @@ def _indent(text: str) -> str:
     return textwrap.indent(textwrap.dedent(text).strip(), "    ")
 
 
-@app.command("scan")
+@app.command("scan", cls=PlainHelpCommand)
 def scan_cmd(
     paths: Annotated[list[Path], typer.Argument(help="Checkpoint files, checkpoint dirs or a whole output dir.")],
     fmt: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
@@ -200,7 +240,7 @@ def scan_cmd(
     raise typer.Exit(scan_command(paths, fmt=fmt, workers=workers, output=output, digest=digest))
 
 
-@app.command("diff")
+@app.command("diff", cls=PlainHelpCommand)
 def diff_cmd(
     a: Annotated[Path, typer.Argument(help="First checkpoint (file or dir).")],
     b: Annotated[Path, typer.Argument(help="Second checkpoint (file or dir).")],

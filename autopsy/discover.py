@@ -1,8 +1,10 @@
 """Find and classify what a run left behind.
 
 The walk is bounded (file count, depth), never follows a directory symlink into a loop, and never
-opens more than a small head of a file to classify it. Classification is by name first and by a
-content sniff for unknown text files.
+opens more than a small head of a file to classify it. A name that is a format's own (``trainer_state.json``,
+``events.out.tfevents.*``, ``*.safetensors``) decides; for text files (logs, ``.jsonl``, ``.csv``,
+``.txt``, no extension) the name is only a hint and a sniff of the head decides
+(:mod:`autopsy.sniff`): LLaMA-Factory records pasted into ``log.txt`` are read as such.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ MAX_DEPTH = 12
 #: at most this many files of the kinds below are read: more is a dataset or cache, not run logs
 #: (each costs a full read; real runs have a handful of logs and configs)
 MAX_GENERIC_FILES = 500
-GENERIC_KINDS = frozenset({"text_log", "jsonl", "json_config", "yaml_config"})
+GENERIC_KINDS = frozenset({"text_log", "jsonl", "json_config", "yaml_config", "metrics_csv", "archive"})
 #: bytes read to sniff an unknown file
 SNIFF_BYTES = 64 * 1024
 
@@ -68,12 +70,6 @@ def classify(path: Path, size: int) -> str:
         return "trainer_state"
     if _RESULTS.match(low):
         return "results_json"
-    if low == "logging.jsonl":
-        return "swift_jsonl"
-    if low == "trainer_log.jsonl":
-        return "llamafactory_jsonl"
-    if low.endswith(".jsonl"):
-        return "jsonl"
     if low == "metrics.csv":
         return "lightning_csv"
     if low == "hparams.yaml":
@@ -94,11 +90,14 @@ def classify(path: Path, size: int) -> str:
         return "safetensors"
     if name in IGNORED_NAMES:
         return "ignored"
+    if low.endswith((".gz", ".zip")) and not low.endswith((".tar.gz", ".tgz")):
+        return "archive"  # read through autopsy.ingest.archives (bounded unpacking)
+    hinted = _NAME_HINTS.get(low) or (_SUFFIX_HINTS.get(path.suffix.lower()) if path.suffix else "text_log")
+    if hinted is not None:
+        return _by_content(path, hinted)
     suffix = path.suffix.lower()
     if suffix in TORCH_EXT:
         return "torch"
-    if suffix in (".json",):
-        return "json_config"  # DeepSpeed config, other json: the config reader decides
     if suffix in (".yaml", ".yml"):
         return "yaml_config"
     if suffix in (".png", ".jpg", ".jpeg", ".gif", ".svg", ".pdf", ".html", ".npy", ".npz", ".parquet",
@@ -110,6 +109,54 @@ def classify(path: Path, size: int) -> str:
         return "ignored"
     # extension-less or unknown: sniff the head
     return "text_log" if _looks_like_log(path) else "ignored"
+
+
+#: names and suffixes whose content decides the kind; the value is the kind the name suggests
+_NAME_HINTS = {"logging.jsonl": "swift_jsonl", "trainer_log.jsonl": "llamafactory_jsonl", "debug.log": "text_log",
+               "running_log.txt": "text_log", "stdout": "text_log", "stderr": "text_log", "nohup.out": "text_log"}
+_SUFFIX_HINTS = {**{ext: "text_log" for ext in TEXT_LOG_EXT}, ".jsonl": "jsonl", ".csv": "metrics_csv",
+                 ".tsv": "metrics_csv", ".md": "text_log", ".json": "json_config"}
+
+
+def _by_content(path: Path, hinted: str) -> str:
+    """The kind the head of the file shows; the hint when the head cannot be read. A file with no
+    training content in its head (a README, a dataset dump) keeps the old rule: a log only when it
+    mentions a metric or an error."""
+    from autopsy.sniff import sniff_text
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(SNIFF_BYTES)
+            complete = len(head) < SNIFF_BYTES or not fh.read(1)
+    except OSError:
+        return hinted  # the reader reports the unreadable file
+    if head.startswith((b"\x1f\x8b", b"PK\x03\x04")):
+        return "archive"  # a gzip/zip under a log's name (or none): stdin, a renamed attachment
+    kind = sniff_text(head, complete)
+    if hinted == "json_config":  # DeepSpeed config, other json: the config reader decides, unless it is a log
+        return kind if kind in ("trainer_state", "llamafactory_jsonl", "swift_jsonl") else hinted
+    if kind is None:
+        return hinted if head else "ignored" if hinted not in ("text_log", "metrics_csv") else hinted
+    if kind == "text_log" and hinted in ("jsonl", "swift_jsonl", "llamafactory_jsonl"):
+        return hinted  # a .jsonl whose head is not JSON: its reader says what is wrong with it
+    if kind == "text_log" and hinted == "metrics_csv":
+        return "text_log" if _METRIC_SNIFF.search(head) else "ignored"
+    if kind == "text_log" and path.suffix.lower() == ".md" and not _METRIC_SNIFF.search(head):
+        return "ignored"
+    if kind == "text_log" and not path.suffix and not (_METRIC_SNIFF.search(head) or _mostly_text(head)):
+        return "ignored"
+    return kind
+
+
+#: share of a head's characters that may be undecodable or control characters in a text file
+_JUNK_SHARE = 0.01
+
+
+def _mostly_text(head: bytes) -> bool:
+    """A paste with no metric word in its head (only an error message) is still a log, if it is text."""
+    text = head.decode("utf-8", "replace")
+    junk = text.count("\ufffd") + sum(1 for ch in text if ch < " " and ch not in "\t\n\r\x1b\x0c")
+    return junk <= len(text) * _JUNK_SHARE
 
 
 def _looks_like_log(path: Path) -> bool:

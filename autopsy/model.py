@@ -104,6 +104,7 @@ class Event:
     step: int | None = None
     data: dict[str, Any] = field(default_factory=dict)
     count: int = 1  # identical repeats folded into one event
+    rank: int | None = None  # distributed rank that printed it (``[rank3]:`` tag or ``rank3.log``), when known
 
     @property
     def where(self) -> str:

@@ -135,7 +135,7 @@ def events_json(run: Run) -> list[dict[str, Any]]:
     out = []
     for e in run.events[:MAX_EVENTS]:
         out.append({"kind": e.kind, "message": e.message, "source": e.source, "line": e.line, "step": e.step,
-                    "count": e.count, "data": jsonable(e.data)})
+                    "count": e.count, "data": jsonable(e.data), "rank": e.rank})
     return out
 
 

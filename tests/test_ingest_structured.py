@@ -17,6 +17,7 @@ from conftest import EXAMPLES
 
 from autopsy.discover import Found, classify
 from autopsy.ingest.base import RunBuilder
+from autopsy.ingest import readers
 from autopsy.ingest.structured import READERS, lightning_metric
 from autopsy.model import Run
 
@@ -31,7 +32,7 @@ def read(path: Path, root: Path | None = None, kind: str | None = None) -> Run:
     kind = kind or classify(path, path.stat().st_size)
     builder = RunBuilder(root)
     builder.artifact(path, kind, size=path.stat().st_size)
-    READERS[kind](Found(path, kind, path.stat().st_size), builder)
+    readers()[kind](Found(path, kind, path.stat().st_size), builder)  # the kind may come from content
     return builder.finish()
 
 

@@ -182,7 +182,7 @@ def test_report_checkpoint_grid_from_real_analysis():
     assert "Last clean checkpoint: <strong" in section and "<code>checkpoint-20</code></strong>" in section
     md = markdown.render(rep)
     assert "<summary>Checkpoints (3; last clean: checkpoint-20)</summary>" in md
-    assert "| checkpoint\\-20 **(last clean)** | 20 |" in md
+    assert "| checkpoint-20 **(last clean)** | 20 |" in md
 
     rep = build_report(analyze(SAMPLES / "lora_frozen_gradientless"))
     doc = html.render(rep)

@@ -22,7 +22,7 @@ def test_order_verdict_remedies_evidence_details():
     i_todo, i_ev, i_curve, i_det = (md.index("### What to do"), md.index("### Evidence"), md.index("### Curves"),
                                     md.index("<details>"))
     assert i_todo < i_ev < i_curve < i_det
-    assert "1. set torch\\_dtype=auto or bf16; resume from checkpoint\\-200" in md
+    assert "1. set torch_dtype=auto or bf16; resume from checkpoint-200" in md
     assert "onset at step **300**" in md and "confidence **90%**" in md
 
 

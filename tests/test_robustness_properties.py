@@ -35,6 +35,8 @@ NAMES = {
     "mlflow_run": "meta.yaml", "mlflow_part": "loss", "mlflow_db": "mlflow.db", "wandb_history": "run-abc123.wandb",
     "wandb_config": "config.yaml", "wandb_summary": "wandb-summary.json", "wandb_metadata": "wandb-metadata.json",
     "requirements": "requirements.txt",
+    "metrics_csv": "results.csv",
+    "archive": "logs.gz",
 }
 
 
@@ -103,6 +105,9 @@ def _seeds() -> dict[str, bytes]:
         "trainer_state": state, "results_json": b'{"train_loss": 1.2, "epoch": 1.0}',
         "swift_jsonl": jsonl, "llamafactory_jsonl": jsonl, "jsonl": jsonl,
         "lightning_csv": b"epoch,step,train_loss,lr\n" + b"".join(b"0,%d,%f,0.001\n" % (i, 1 / (i + 1)) for i in range(20)),
+        "archive": __import__("gzip").compress(b"".join(b"{'loss': %f, 'epoch': 0.1}\n" % (1 / i) for i in range(1, 20)), mtime=0),
+        "metrics_csv": b"  epoch,  train/box_loss,  val/box_loss,  lr/pg0\n" + b"".join(
+            b"  %d,  %f,  %f,  0.001\n" % (i, 1 / (i + 1), 1 / (i + 2)) for i in range(1, 20)),
         "hparams_yaml": b"lr: 0.001\nprecision: 16-mixed\nmodel:\n  hidden: 8\n",
         "adapter_config": b'{"task_type": "CAUSAL_LM", "r": 8, "target_modules": ["q_proj"]}',
         "model_config": b'{"model_type": "llama", "torch_dtype": "float16", "vocab_size": 32000}',

@@ -14,7 +14,8 @@ Reader = Callable[[Found, RunBuilder], None]
 
 #: reader modules, each exporting READERS = {kind: read}
 READER_MODULES = ("autopsy.ingest.structured", "autopsy.ingest.textlog", "autopsy.ingest.tensorboard",
-                  "autopsy.ingest.mlflow_store", "autopsy.ingest.wandb_run")
+                  "autopsy.ingest.mlflow_store", "autopsy.ingest.wandb_run",
+                  "autopsy.ingest.columns", "autopsy.ingest.archives")
 
 
 def readers(broken: dict[str, str] | None = None) -> dict[str, Reader]:

@@ -128,9 +128,14 @@ class RunBuilder:
         self.run = Run(root=root)
         self._sources: dict[str, _SourceColumns] = {}
         self.max_series_points = MAX_SERIES_POINTS
+        #: unpacked archive members (temporary path -> the name the report uses, ``logs.zip/rank0.log``)
+        self.aliases: dict[str, str] = {}
 
     # -- paths -------------------------------------------------------------------------------
     def rel(self, path: Path | str) -> str:
+        alias = self.aliases.get(str(path)) if self.aliases else None
+        if alias is not None:
+            return alias
         return relpath(path, self.root if self.root.is_dir() else self.root.parent)
 
     # -- artifacts ---------------------------------------------------------------------------

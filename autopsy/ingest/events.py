@@ -42,6 +42,10 @@ def _f(x: str) -> float:
     return float(x)
 
 
+def _shape(dims: str) -> list[int]:
+    return [int(d) for d in dims.replace(" ", "").split(",") if d]
+
+
 # (kind, compiled regex, data builder). Order matters: the first match wins for a line.
 _NUM = r"(\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
 _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, Any]]]] = [
@@ -50,8 +54,15 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("overflow", re.compile(r"(?:OVERFLOW!|overflow!|Overflow detected)[^\n]*?Attempted loss scale: " + _NUM + r", reducing to " + _NUM),
      lambda m: {"attempted": _f(m[1]), "new": _f(m[2])}),
     ("overflow", re.compile(r"Grad overflow on iteration:? (\d+)"), lambda m: {"iteration": int(m[1])}),
+    ("overflow", re.compile(r"Gradient overflow\.\s+Skipping step, loss scaler \d+ reducing loss scale to " + _NUM),
+     lambda m: {"new": _f(m[1])}),  # apex amp
     ("overflow", re.compile(r"OVERFLOW! Rank \d+ Skipping step|Gradient overflow\.\s+Skipping step"), lambda m: {}),
-    ("loss_scale_min", re.compile(r"Current loss scale already at minimum|Minimum loss scale reached"), lambda m: {}),
+    # fairseq trainer.py (and forks): "NOTE: [gradient ]overflow detected, [ignoring gradient, ]setting loss scale to: X"
+    ("overflow", re.compile(r"[Oo]verflow detected,(?: ignoring gradient,)? setting loss scale to:? " + _NUM),
+     lambda m: {"new": _f(m[1])}),
+    ("loss_scale_min", re.compile(r"Current loss scale already at minimum"), lambda m: {}),
+    # fairseq DynamicLossScaler: FloatingPointError("Minimum loss scale reached (0.0001). Your loss is probably exploding...")
+    ("loss_scale_min", re.compile(r"Minimum loss scale reached \(?" + _NUM + r"?"), lambda m: {"min_scale": _f(m[1]) if m[1] else None}),
     # a data pipeline or a loop's own check saying the *input* is non-finite (not the loss): the cause named directly
     ("nan_input", re.compile(r"(?i)\b(?:input|inputs|input_ids|batch|sample|samples|example|examples|data|dataset|feature|"
                              r"features|label|labels|target|targets|pixel_values|embeddings?)\b[^\n]{0,40}?\b(?:contains?|has|have|"
@@ -83,6 +94,11 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     # torch load_state_dict / PEFT merge of a ZeRO-3 save whose partitions were never gathered
     ("empty_tensor_load", re.compile(r"copying a param with shape torch\.Size\(\[0\]\) from checkpoint|"
                                      r"vocab size of the LoRA weight 0\b"), lambda m: {}),
+    # torch load_state_dict's RuntimeError body, often pasted without its first line
+    ("error", re.compile(r"size mismatch for ([\w.]+): copying a param with shape torch\.Size\(\[([\d, ]*)\]\) from "
+                         r"checkpoint, the shape in current model is torch\.Size\(\[([\d, ]*)\]\)"),
+     lambda m: {"variant": "state_dict_size_mismatch", "param": m[1], "checkpoint_shape": _shape(m[2]),
+                "model_shape": _shape(m[3])}),
     ("error", re.compile(r"failed \(exitcode: (-?\d+)\)"), lambda m: {"exitcode": int(m[1]), "elastic": True}),
 ]
 
@@ -102,7 +118,7 @@ _LOOKS_FLASH_RELATED = ("flash", "Flash")
 #: scan rejects almost every position on its first byte.
 TRIGGERS = (
     "Traceback", "Error", "Exception", "OVERFLOW", "Overflow", "WARN", "Warn", "ERROR", "CRITICAL", "FATAL",
-    "Interrupt", 'File "', "Gemma", "Loss is", "CUDA", "None of the", "Padding", "Flash", "Could not find",
+    "Interrupt", 'File "', "Minimum loss scale", "size mismatch for", "Gemma", "Loss is", "CUDA", "None of the", "Padding", "Flash", "Could not find",
     "cuDNN", "Expected to have", "Attempting", "Current loss scale", "Your setup", "Cannot allocate", "CUBLAS",
     # lower-case lines that are printed without a level or exception name in front of them
     "overflow", "tried to get lr", "exitcode", "prompt alone", "padding-free", "padding_free",
@@ -153,6 +169,22 @@ _PREFIX = re.compile(
     r"\s*[WEIF]\d{4} [\d:.]+ +\d+ |\s*\[(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\]\s*)+")
 
 
+#: a tqdm bar (with its description) that a message was printed right after, on the same line
+_BAR_IN_FRONT = re.compile(r"^\s*(?:[^\n|%]{0,80}?:?\s*)?\d{1,3}%\|[^|\n]{0,400}\|\s*[\d.]+[kMGT]?/[\d.?]+[kMGT]?"
+                           r"\s*(?:\[[^\]\n]{0,200}\])?")
+
+
+def strip_bar(message: str) -> str:
+    """The message without the progress bar(s) glued in front of it
+    (``Map:   0%|   | 0/256 [00:00<?, ? examples/s][RANK 0] The prompt alone fills ...``)."""
+    for _ in range(8):  # a few redraws may precede the message
+        m = _BAR_IN_FRONT.match(message)
+        if m is None or m.end() == 0:
+            break
+        message = message[m.end():]
+    return message
+
+
 def strip_prefix(line: str) -> str:
     """The message without timestamps / levels / rank markers (for folding and display)."""
     return _PREFIX.sub("", line, count=1).strip()
@@ -196,8 +228,9 @@ class EventSink:
         self._last: dict[str, Event] = {}
         self._order = 0
 
-    def add(self, kind: str, message: str, line: int | None, step: int | None, data: dict[str, Any]) -> None:
-        msg = message.strip()[:2000]
+    def add(self, kind: str, message: str, line: int | None, step: int | None, data: dict[str, Any],
+            rank: int | None = None) -> None:
+        msg = strip_bar(message.strip()).strip()[:2000] or message.strip()[:2000]
         if kind in _WARNINGISH:
             key = (kind, strip_prefix(msg))
             prev = self._by_message.get(key)
@@ -211,7 +244,7 @@ class EventSink:
                 prev.count += 1
                 prev.data["last_line"], prev.data["last_step"] = line, step
                 return
-        ev = Event(kind=kind, message=msg, source=self.source, line=line, step=step, data=dict(data))
+        ev = Event(kind=kind, message=msg, source=self.source, line=line, step=step, data=dict(data), rank=rank)
         store = self._kinds.setdefault(kind, _KindStore())
         store.total += 1
         if kind in _WARNINGISH:

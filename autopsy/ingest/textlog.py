@@ -18,7 +18,9 @@ import pandas as pd
 from autopsy.discover import Found
 from autopsy.ingest.base import RunBuilder
 from autopsy.ingest.events import EventSink, TracebackTracker, chunk_trigger_re, classify, letters_of
+from autopsy.ingest.ranks import RankLines, file_rank, lower_rank_sibling
 from autopsy.ingest.text_dicts import parse_dicts
+from autopsy.ingest.text_formats import FORMAT_PARSERS
 from autopsy.ingest.text_facts import FACT_SCAN_BYTES, FactScanner, banner_frameworks
 from autopsy.ingest.text_metrics import (
     _BAR_LAST,
@@ -51,12 +53,18 @@ def read_text_log(found: Found, builder: RunBuilder) -> None:
         builder.problem(source, KIND, f"cannot open: {exc.strerror or exc}; check the path and its permissions")
         return
     with fh:
-        _TextLogReader(source, builder).read(fh)
+        _TextLogReader(source, builder, _ranks_for(found.path)).read(fh)
+
+
+def _ranks_for(path: Any) -> RankLines:
+    rank = file_rank(path)
+    return RankLines(rank, rank is None or rank == 0 or not lower_rank_sibling(path, rank))
 
 
 class _TextLogReader:
-    def __init__(self, source: str, builder: RunBuilder) -> None:
+    def __init__(self, source: str, builder: RunBuilder, ranks: RankLines | None = None) -> None:
         self.source, self.builder = source, builder
+        self.ranks = ranks or RankLines()
         self.st = StepState()
         self.out = Collector()
         self.handed = 0  # points of self.out already given to the builder
@@ -110,8 +118,9 @@ class _TextLogReader:
         steps = StepMarks()
         used = Used()
         letters = letters_of(text)
+        self.ranks.scan(text, chunk.first_line)
         parse_dicts(text, chunk.first_line, st, self.out, steps, used)
-        for parse, hints in PARSERS:
+        for parse, hints in _ALL_PARSERS:
             if any(h in letters for h in hints):
                 parse(text, chunk.first_line, st, self.out, steps, used)
         self.out.flush()
@@ -161,7 +170,7 @@ class _TextLogReader:
             is_exc = False
             if got is not None:
                 tb_line, message, data = got
-                self.sink.add("traceback", message, tb_line, step, data)
+                self.sink.add("traceback", message, tb_line, step, data, self.ranks.event_rank(line_text))
                 is_exc = True
                 self._frameworks_from_frame(data.get("frame"))
             elif '  File "' in line_text and self.tb.frame:
@@ -172,7 +181,7 @@ class _TextLogReader:
             kind, data = found
             if is_exc and kind in ("warning", "error"):
                 continue
-            self.sink.add(kind, line_text, no, step, data)
+            self.sink.add(kind, line_text, no, step, data, self.ranks.event_rank(line_text))
             if kind in ("overflow", "loss_scale_min"):
                 self.frameworks.add("deepspeed" if "deepspeed" in line_text.lower() or "Rank" in line_text else "")
 
@@ -226,12 +235,17 @@ class _TextLogReader:
         remap = np.array([uniq.index(m) for m in metrics], dtype=np.int32)
         codes = frame["key"].cat.codes.to_numpy()
         frame["metric"] = pd.Categorical.from_codes(remap[codes], categories=uniq)
+        frame = self.ranks.rename(frame)
         self.builder.scalar_frame(self.source, KIND, frame, exact_steps=exact)
 
     def _metrics_for(self, cats: tuple[str, ...]) -> list[str]:
         override = self.out.metric_override
         return [override.get(k) or canonical(k) for k in cats]
 
+
+#: framework formats run before the built-in line parsers, so the generic parser (last) never
+#: re-reads a line a format parser understood
+_ALL_PARSERS = FORMAT_PARSERS + PARSERS
 
 #: points collected before they are handed to the builder (~11 bytes each here)
 HAND_OVER_POINTS = 2_000_000

@@ -3,10 +3,14 @@
 Why it looks like this: an issue reader wants the verdict and what to do first, then the
 evidence; everything else goes in ``<details>`` blocks. GitHub limits a comment to 65,536
 characters, so the text stays under :data:`MAX_CHARS`, dropping the least useful blocks first.
-Text from logs is escaped for where it lands: Markdown text gets HTML entities for ``& < >``,
-a backslash before every Markdown punctuation mark (so no link, emphasis, table cell break or
-code span can form) and ``@`` as an entity (no one gets pinged); text inside raw HTML
-(``<summary>``) gets HTML escaping only; fenced blocks use a fence longer than any backtick run.
+Text from logs is escaped for where it lands, and only where a character would change the
+rendering, so the raw text pasted into a ticket or read in a CI log stays readable
+(``empty_response``, ``lr >= 1e-3``): Markdown text gets a backslash before ``< * ` | ~`` (no
+HTML, autolink, emphasis, code span, table-cell break or strikethrough can form), before ``_``
+at a word edge, before ``[`` when a link could form, before an entity-like ``&``, before the
+``:`` of a URL scheme and the ``.`` of ``www.`` (no autolink), and before a leading ``# > - + =``
+or ``1.`` (no heading, quote or list); ``@name`` gets ``&#64;`` (no one is pinged). Text inside raw
+HTML (``<summary>``) gets HTML escaping only; fenced blocks use a fence longer than any backtick run.
 """
 
 from __future__ import annotations
@@ -30,7 +34,18 @@ SPARK_WIDTH = 60
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
 NONFINITE_MARK = "✗"
 SPARK_METRICS = ("loss", "eval_loss", "grad_norm", "learning_rate", "loss_scale")
-_MD_PUNCT = re.compile(r"([\\`*_{}\[\]()#+\-.!|~:])")
+#: a backslash that would escape the next character (else it renders as itself and is left alone)
+_MD_BACKSLASH = re.compile(r"\\(?=[!-/:-@\[-`{-~])")
+#: characters that change the rendering wherever they stand
+_MD_ALWAYS = re.compile(r"([`*|~<])")
+#: ``_`` opens or closes emphasis only at a word edge; ``snake_case`` renders as written
+_MD_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
+_MD_ENTITY = re.compile(r"&(?=#?\w{1,32};)")
+_MD_LINK_CLOSE = re.compile(r"\][(\[:]")
+_MD_AUTOLINK = re.compile(r"(?i)(\b(?:https?|ftp))(:)(?=//)|(\bwww)(\.)")
+_MD_MENTION = re.compile(r"@(?=\w)")
+#: constructs that only a field starting a line can form: heading, quote, list item, setext line
+_MD_LEADING = re.compile(r"^(\s*)([#>+=-]|\d{1,9}(?=[.)]))")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
@@ -39,8 +54,26 @@ def md(s: Any, limit: int = MAX_FIELD) -> str:
     t = _CONTROL.sub(" ", view.text(s)).replace("\r", " ").replace("\n", " ")
     if len(t) > limit:
         t = t[: limit - 1] + "…"
-    t = t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MD_PUNCT.sub(r"\\\1", t).replace("@", "&#64;")
+    return md_escape(t)
+
+
+def md_escape(t: str) -> str:
+    """Backslash-escape only the characters of one line of text that would change its rendering."""
+    t = _MD_BACKSLASH.sub(r"\\\\", t)
+    t = _MD_ALWAYS.sub(r"\\\1", t)
+    t = _MD_UNDERSCORE.sub(r"\\_", t)
+    t = _MD_ENTITY.sub(r"\\&", t)
+    if "[" in t and (t.lstrip().startswith("[") or _MD_LINK_CLOSE.search(t)):
+        t = t.replace("[", "\\[")
+    t = _MD_AUTOLINK.sub(lambda m: (m[1] or m[3]) + "\\" + (m[2] or m[4]), t)
+    m = _MD_LEADING.match(t)
+    if m is not None:
+        if m[2][0].isdigit():  # "1." / "1)" starts an ordered list: escape the dot
+            end = m.end()
+            t = t[:end] + "\\" + t[end:]
+        else:
+            t = t[:m.start(2)] + "\\" + t[m.start(2):]
+    return _MD_MENTION.sub("&#64;", t)
 
 
 def h(s: Any, limit: int = MAX_FIELD) -> str:

@@ -1,0 +1,692 @@
+"""Metric lines of frameworks outside the HF dict family, each as its framework prints it.
+
+One parser per format, with the signature of :data:`autopsy.ingest.text_metrics.PARSERS`:
+``parse(text, first_line, st, out, steps, used)`` scans a chunk (bytes) with a regex that starts
+with a literal, adds points to the :class:`Collector`, marks the step in force for events and
+claims the line so the generic ``step N ... loss X`` parser does not read it again. Keys keep the
+framework's own name (``key`` column); ``out.metric_override`` maps them to canonical metrics
+(``lm loss`` -> ``loss``, ``gnorm`` -> ``grad_norm``). Print formats were checked against the
+frameworks' sources:
+
+- detectron2 ``CommonMetricPrinter``: `` eta: 5:41:49  iter: 379  total_loss: 1.707  loss_cls: 1.184 ...  lr: 0.003796``
+  and the ``FloatingPointError`` message ``Loss became infinite or NaN at iteration=N! loss_dict = {...}``
+- timm ``train.py``: ``Train: 1 [4550/5004 ( 91%)]  Loss: 5.240773 (5.9820)  Time: ...  LR: 2.133e-02``
+- fairseq ``SimpleProgressBar`` / ``JsonProgressBar``: ``epoch 003:  5 / 356 loss=9.44, ..., num_updates=700``,
+  ``epoch 002 | loss 9.803 | ... | num_updates 695``, ``| INFO | train_inner | {"epoch": 1, "loss": "16.4", ...}``
+- verl ``concat_dict_to_str``: ``step:59 - actor/pg_loss:nan - actor/grad_norm:nan - ...``
+- Megatron-LM ``training_log``: ``iteration 3383/ 8000 | ... | lm loss: 7.33E-01 | loss scale: 1.0 | grad norm: 0.752 |
+  number of skipped iterations: 0 | number of nan iterations: 0 |`` and ``validation loss at iteration N | lm loss value: X``
+- Caffe ``solver.cpp`` / ``sgd_solver.cpp``: ``Iteration 1660, loss = 2.19062``, ``Iteration 1660, lr = 0.001``
+- torchtune recipes' bar description ``1|25|Loss: 1.2345`` (epoch|global_step|Loss)
+- Keras ``Progbar``: ``Epoch 3/10`` then ``100/100 [====] - 2s 20ms/step - loss: 0.69 - val_loss: nan``
+  (Keras 3 draws the bar with ``━``)
+- tqdm bars with a ``key=value`` postfix (OpenRLHF ``Train step of epoch 0: ...| 10/100 [..., policy_loss=0.1, kl=0.01]``)
+- YOLO (ultralytics) console rows under ``Epoch GPU_mem box_loss cls_loss dfl_loss Instances Size``
+- JSON metric records inside a text log (LLaMA-Factory ``trainer_log.jsonl`` lines pasted into an issue)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+from autopsy.ingest.text_metrics import NUM, Collector, Lines, StepMarks, StepState, Used, line_start
+
+
+
+def _mark(st: StepState, steps: StepMarks, used: Used, pos: int, step: int, framework: str | None = None) -> None:
+    steps.append((pos, step))
+    st.last_step, st.exact_seen = step, True
+    used.add(pos)
+    if framework:
+        st.frameworks.add(framework)
+
+
+def _num(raw: bytes | str) -> float | None:
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        return None
+
+
+# -- detectron2 ----------------------------------------------------------------------------------
+
+_D2 = re.compile(rb"\biter: (\d+)  ([^\n\r]{0,4000})")
+_D2_PAIR = re.compile(rb"([A-Za-z_][\w/.]{0,60}): (" + NUM + rb")(?![\w.])")
+_D2_SKIP = {b"time", b"data_time", b"eta", b"max_mem", b"epoch"}
+_D2_LOSS_DICT = re.compile(rb"loss_dict = \{([^\n\r]{0,4000})\}")
+_D2_TENSOR = re.compile(rb"'([\w/.]{1,60})': tensor\((" + NUM + rb")")
+_D2_NAN_AT = re.compile(rb"Loss became infinite or NaN at iteration=(\d+)")
+
+
+def parse_detectron2(text: bytes, first_line: int, st: StepState, out: Collector,
+                     steps: StepMarks, used: Used) -> None:
+    lines = Lines(text, first_line)
+    if b"iter: " in text:
+        for m in _D2.finditer(text):
+            pairs = [(k, v) for k, v in _D2_PAIR.findall(m[2]) if k not in _D2_SKIP]
+            if not any(b"loss" in k for k, _ in pairs):
+                continue
+            step, line = int(m[1]), lines.at(m.start())
+            for k, v in pairs:
+                key = k.decode()
+                out.add(step, key, float(v), line)
+                if key == "total_loss":
+                    out.metric_override[key] = "loss"
+            _mark(st, steps, used, m.start(), step, "detectron2")
+    if b"loss_dict = {" in text:
+        lines = Lines(text, first_line)
+        for m in _D2_LOSS_DICT.finditer(text):
+            # the FloatingPointError names the iteration just before the dict; else the last step seen
+            at = _D2_NAN_AT.search(text, max(0, m.start() - 400), m.start())
+            step = int(at[1]) if at else (st.last_step if st.last_step is not None else 0)
+            line = lines.at(m.start())
+            vals = [(k.decode(), float(v)) for k, v in _D2_TENSOR.findall(m[1])]
+            for k, v in vals:
+                out.add(step, k, v, line)
+            if vals:
+                finite = [v for _, v in vals if not math.isinf(v)]
+                out.add(step, "total_loss", sum(finite) if len(finite) == len(vals) else math.inf, line)
+                out.metric_override["total_loss"] = "loss"
+                _mark(st, steps, used, m.start(), step, "detectron2")
+
+
+# -- timm ----------------------------------------------------------------------------------------
+
+_TIMM = re.compile(rb"Train: (\d+) \[\s*(\d+)/(\d+) \(\s*\d+%\)\]([^\n\r]{0,4000})")
+_TIMM_PAIR = re.compile(rb"([A-Za-z][\w@-]{0,30}): +(" + NUM + rb")(?:\s*\(\s*" + NUM + rb"\))?(?![\w.])")
+_TIMM_KEEP = {b"Loss": "loss", b"LR": "learning_rate"}
+
+
+def parse_timm(text: bytes, first_line: int, st: StepState, out: Collector,
+               steps: StepMarks, used: Used) -> None:
+    """timm prints the current value then the running mean in brackets; the current value is kept."""
+    if b"Train: " not in text:
+        return
+    lines = Lines(text, first_line)
+    for m in _TIMM.finditer(text):
+        epoch, idx, total = int(m[1]), int(m[2]), int(m[3])
+        pairs = [(k, v) for k, v in _TIMM_PAIR.findall(m[4]) if k not in (b"Time", b"Data")]
+        if not pairs:
+            continue
+        step = epoch * total + idx  # timm's epoch is 0-based in train.py; batch_idx too
+        line = lines.at(m.start())
+        for k, v in pairs:
+            key = k.decode()
+            out.add(step, key, float(v), line)
+            if k in _TIMM_KEEP:
+                out.metric_override[key] = _TIMM_KEEP[k]
+        _mark(st, steps, used, m.start(), step, "timm")
+
+
+# -- Swin-Transformer / timm-style "Train: [e/E][i/N]" loops ------------------------------------
+
+_SWIN = re.compile(rb"Train: \[(\d+)/(\d+)\]\[\s*(\d+)/(\d+)\]([^\n\r]{0,4000})")
+_SWIN_PAIR = re.compile(rb"(?<![\w.])([A-Za-z_][\w]{0,30}) (" + NUM + rb")(?:\s*\(\s*" + NUM + rb"\))?(?![\w.])")
+
+
+def parse_swin(text: bytes, first_line: int, st: StepState, out: Collector,
+               steps: StepMarks, used: Used) -> None:
+    """Swin-Transformer ``main.py``: ``Train: [0/300][4050/5004]  eta 0:17:06 lr 0.000500  time 1.17 (1.07)
+    loss 3.2572 (3.3279)  grad_norm 1.0323 (nan)  mem 4814MB``; the value before the bracketed running mean is kept."""
+    if b"Train: [" not in text:
+        return
+    lines = Lines(text, first_line)
+    for m in _SWIN.finditer(text):
+        pairs = [(k, v) for k, v in _SWIN_PAIR.findall(m[5]) if k not in (b"time", b"eta", b"mem")]
+        if not any(b"loss" in k for k, _ in pairs):
+            continue
+        step = int(m[1]) * int(m[4]) + int(m[3])  # both 0-based
+        line = lines.at(m.start())
+        for k, v in pairs:
+            out.add(step, k.decode(), float(v), line)
+        _mark(st, steps, used, m.start(), step)
+
+
+# -- fairseq -------------------------------------------------------------------------------------
+
+#: fairseq's stat names -> canonical (the rest keep their name; "valid_"/"train_" prefixes handled below)
+FAIRSEQ_KEYS = {"loss": "loss", "nll_loss": "nll_loss", "gnorm": "grad_norm", "lr": "learning_rate",
+                "loss_scale": "loss_scale", "ppl": "ppl"}
+_FS_INNER = re.compile(rb"epoch (\d+):\s+(\d+) / (\d+) ([^\n\r]{0,4000})")
+_FS_EQ = re.compile(rb"([A-Za-z_][\w]{0,40})=(" + NUM + rb")(?![\w.])")
+_FS_PIPES = re.compile(rb"epoch (\d+) \| ((?:valid on '[^'\n]{0,60}' subset \| )?)([^\n\r]{0,4000})")
+_FS_PIPE_PAIR = re.compile(rb"\| ([A-Za-z_][\w]{0,40}) (" + NUM + rb")(?= \||\s*$)")
+_FS_JSON = re.compile(rb"\| (train_inner|train|valid|test) \| (\{[^\n\r]{0,8000}\})")
+_FS_SKIP = {"num_updates", "epoch", "update", "best_loss", "wall", "train_wall"}
+
+
+def _fairseq_add(out: Collector, step: int, line: int, pairs: list[tuple[str, float]], prefix: str) -> int:
+    n = 0
+    for k, v in pairs:
+        if k in _FS_SKIP:
+            continue
+        key = prefix + k
+        out.add(step, key, v, line)
+        if prefix in ("valid_", "test_"):
+            out.metric_override[key] = "eval_" + FAIRSEQ_KEYS.get(k, k)
+        elif prefix == "train_":  # an epoch average: a summary series (train_loss), not the per-update loss
+            out.metric_override[key] = "train_" + FAIRSEQ_KEYS.get(k, k)
+        elif k in FAIRSEQ_KEYS:
+            out.metric_override[key] = FAIRSEQ_KEYS[k]
+        n += 1
+    return n
+
+
+def parse_fairseq(text: bytes, first_line: int, st: StepState, out: Collector,
+                  steps: StepMarks, used: Used) -> None:
+    """Steps are ``num_updates`` (optimizer updates); the per-epoch summaries become ``train_*``
+    summary series, not the per-update loss (they average a whole epoch)."""
+    if b"epoch " in text and b"num_updates" in text:
+        lines = Lines(text, first_line)
+        for m in _FS_INNER.finditer(text):
+            pairs = [(k.decode(), float(v)) for k, v in _FS_EQ.findall(m[4])]
+            d = dict(pairs)
+            if "num_updates" not in d or "loss" not in d:
+                continue
+            step = int(d["num_updates"])
+            if _fairseq_add(out, step, lines.at(m.start()), pairs, ""):
+                _mark(st, steps, used, m.start(), step, "fairseq")
+        lines = Lines(text, first_line)
+        for m in _FS_PIPES.finditer(text):
+            pairs = [(k.decode(), float(v)) for k, v in _FS_PIPE_PAIR.findall(b"| " + m[3])]
+            d = dict(pairs)
+            if "num_updates" not in d:
+                continue
+            step = int(d["num_updates"])
+            prefix = "valid_" if m[2] else "train_"
+            if _fairseq_add(out, step, lines.at(m.start()), pairs, prefix):
+                _mark(st, steps, used, m.start(), step, "fairseq")
+    if b"| {" in text:
+        lines = Lines(text, first_line)
+        for m in _FS_JSON.finditer(text):
+            try:
+                rec = json.loads(m[2])
+            except ValueError:
+                continue
+            if not isinstance(rec, dict):
+                continue
+            tag = m[1].decode()
+            pre = "" if tag == "train_inner" else tag + "_"
+            upd = _num(rec.get(pre + "num_updates", rec.get("num_updates")))
+            if upd is None or math.isnan(upd):
+                continue
+            pairs = []
+            for k, v in rec.items():
+                f = _num(v) if isinstance(v, (str, int, float)) and not isinstance(v, bool) else None
+                if f is None:
+                    continue
+                base = k[len(pre):] if pre and k.startswith(pre) else k
+                pairs.append((base, f))
+            step = int(upd)
+            prefix = {"train_inner": "", "train": "train_", "valid": "valid_", "test": "test_"}[tag]
+            if _fairseq_add(out, step, lines.at(m.start()), pairs, prefix):
+                _mark(st, steps, used, m.start(), step, "fairseq")
+
+
+# -- verl ----------------------------------------------------------------------------------------
+
+_VERL = re.compile(rb"(?m)(?:^|(?<=[\s\]:|]))step:(\d+) - ([^\n\r]{0,20000})")
+#: pprint of a numpy scalar under numpy 2 prints ``np.float64(0.5)``
+_VERL_PAIR = re.compile(rb"([A-Za-z_][\w/@.()\[\]-]{0,120}?):(?:np\.\w+\()?(" + NUM + rb")\)?(?= - |\s*-?\s*$)")
+#: verl metric names with a canonical meaning (the rest keep verl's names)
+VERL_KEYS = {"actor/grad_norm": "grad_norm", "actor/lr": "learning_rate", "critic/score/mean": "reward",
+             "val/test_score/mean": "eval_reward"}
+
+
+def parse_verl(text: bytes, first_line: int, st: StepState, out: Collector,
+               steps: StepMarks, used: Used) -> None:
+    if b"step:" not in text:
+        return
+    lines = Lines(text, first_line)
+    for m in _VERL.finditer(text):
+        body = m[2].rstrip()
+        pairs = _VERL_PAIR.findall(body)
+        if not pairs:
+            continue
+        step, line = int(m[1]), lines.at(m.start())
+        for k, v in pairs:
+            key = k.decode()
+            out.add(step, key, float(v), line)
+            if key in VERL_KEYS:
+                out.metric_override[key] = VERL_KEYS[key]
+        _mark(st, steps, used, m.start(), step, "verl")
+
+
+# -- Megatron-LM / NeMo (Megatron core) ----------------------------------------------------------
+
+_MEGA = re.compile(rb"iteration\s+(\d+)\s*/\s*(\d+) \|([^\n\r]{0,8000})")
+_MEGA_PAIR = re.compile(rb"\s*([A-Za-z][\w ()/.-]{0,80}?):\s+(" + NUM + rb")\s*(?:\||$)")
+_MEGA_VAL = re.compile(rb"validation loss at iteration (\d+)[^|\n\r]{0,80}\|([^\n\r]{0,4000})")
+#: Megatron's printed names -> canonical metrics
+MEGATRON_KEYS = {
+    "lm loss": "loss", "learning rate": "learning_rate", "loss scale": "loss_scale", "grad norm": "grad_norm",
+    "number of skipped iterations": "skipped_iterations", "number of nan iterations": "nan_iterations",
+    "skipped iterations": "skipped_iterations", "nan iterations": "nan_iterations",
+    "consumed samples": "consumed_samples", "global batch size": "batch_size",
+    "elapsed time per iteration (ms)": "iteration_time_ms", "params norm": "params_norm",
+    "num zeros": "num_zeros",
+}
+
+
+def parse_megatron(text: bytes, first_line: int, st: StepState, out: Collector,
+                   steps: StepMarks, used: Used) -> None:
+    if b"iteration" not in text:
+        return
+    lines = Lines(text, first_line)
+    for m in _MEGA.finditer(text):
+        pairs = _MEGA_PAIR.findall(m[3])
+        if not pairs:
+            continue
+        step, line = int(m[1]), lines.at(m.start())
+        for k, v in pairs:
+            key = k.decode().strip()
+            out.add(step, key, float(v), line)
+            canon = MEGATRON_KEYS.get(key)
+            if canon is None and key.endswith(" loss"):
+                canon = key.replace(" ", "_")
+            if canon:
+                out.metric_override[key] = canon
+        _mark(st, steps, used, m.start(), step, "megatron")
+    if b"validation loss at iteration" in text:
+        lines = Lines(text, first_line)
+        for m in _MEGA_VAL.finditer(text):
+            step, line = int(m[1]), lines.at(m.start())
+            for k, v in _MEGA_PAIR.findall(m[2]):
+                key = k.decode().strip()
+                if not key.endswith(" value"):
+                    if key.endswith("PPL"):
+                        out.add(step, "validation " + key, float(v), line)
+                        out.metric_override["validation " + key] = "eval_ppl"
+                    continue
+                name = key[:-6]
+                vkey = "validation " + name
+                out.add(step, vkey, float(v), line)
+                out.metric_override[vkey] = "eval_loss" if name == "lm loss" else "eval_" + name.replace(" ", "_")
+            _mark(st, steps, used, m.start(), step, "megatron")
+
+
+# -- Caffe ---------------------------------------------------------------------------------------
+
+_CAFFE = re.compile(rb"Iteration (\d+)(?: \([^)\n]{0,80}\))?, (loss|lr) = (" + NUM + rb")")
+
+
+def parse_caffe(text: bytes, first_line: int, st: StepState, out: Collector,
+                steps: StepMarks, used: Used) -> None:
+    """``loss`` is Caffe's smoothed loss (``average_loss`` iterations), printed every ``display``."""
+    if b"Iteration " not in text:
+        return
+    lines = Lines(text, first_line)
+    for m in _CAFFE.finditer(text):
+        step, key = int(m[1]), m[2].decode()
+        out.add(step, key, float(m[3]), lines.at(m.start()))
+        _mark(st, steps, used, m.start(), step, "caffe")
+
+
+# -- torchtune -----------------------------------------------------------------------------------
+
+_TORCHTUNE = re.compile(rb"(?:^|[\r\n\s])(\d+)\|(\d+)\|Loss: (" + NUM + rb")")
+
+
+def parse_torchtune(text: bytes, first_line: int, st: StepState, out: Collector,
+                    steps: StepMarks, used: Used) -> None:
+    """The bar description ``epoch|global_step|Loss: x``; tqdm redraws it, so a step repeats (same value)."""
+    if b"|Loss: " not in text:
+        return
+    lines = Lines(text, first_line)
+    last = getattr(st, "torchtune_last", None)  # a redraw may open the next chunk
+    for m in _TORCHTUNE.finditer(text):
+        step = int(m[2])
+        if step == last:
+            continue
+        last = st.torchtune_last = step  # type: ignore[attr-defined]
+        out.add(step, "loss", float(m[3]), lines.at(m.start()))
+        _mark(st, steps, used, m.start(), step, "torchtune")
+
+
+# -- Keras ---------------------------------------------------------------------------------------
+
+_KERAS_EPOCH = re.compile(rb"Epoch (\d+)/(\d+)")
+_KERAS_ROW = re.compile(rb"(?<![\w/])(\d+)/(\d+) (?:\[[=>.]*\]|(?:\xe2\x94[\x81\x80])+)([^\r\n]{0,4000})")
+_KERAS_PAIR = re.compile(rb" - ([\w/]+): (" + NUM + rb")(?![\w.])")
+
+
+def parse_keras(text: bytes, first_line: int, st: StepState, out: Collector,
+                steps: StepMarks, used: Used) -> None:
+    """Progbar rows; step = (epoch - 1) * batches + batch. The values are running means of the epoch."""
+    if b"/step" not in text and b"ETA" not in text and b"/sample" not in text:
+        return
+    epochs = [(m.start(), int(m[1])) for m in _KERAS_EPOCH.finditer(text)]
+    lines = Lines(text, first_line)
+    ei = -1
+    epoch = getattr(st, "keras_epoch", 1)
+    for m in _KERAS_ROW.finditer(text):
+        while ei + 1 < len(epochs) and epochs[ei + 1][0] < m.start():
+            ei += 1
+            epoch = epochs[ei][1]
+        batch, total = int(m[1]), int(m[2])
+        step = (epoch - 1) * total + batch
+        line = lines.at(m.start())
+        pairs = [(k, v) for k, v in _KERAS_PAIR.findall(m[3]) if k != b"ETA"]
+        if not pairs:
+            continue
+        for k, v in pairs:
+            key = k.decode()
+            out.add(step, key, float(v), line)
+            if key.startswith("val_"):
+                out.metric_override[key] = "eval_" + key[4:] if key != "val_loss" else "eval_loss"
+        _mark(st, steps, used, m.start(), step, "keras")
+    st.keras_epoch = epoch  # type: ignore[attr-defined]
+
+
+# -- tqdm bars with a key=value postfix (OpenRLHF and other loops) -------------------------------
+
+_TQDM_POST = re.compile(rb"%\|[^|\r\n]{0,400}\|\s*(\d+)/(\d+)\s*\[([^\]\r\n]{0,4000})\]")
+_POST_PAIR = re.compile(rb",\s*([A-Za-z_][\w/.]{0,60})=(" + NUM + rb")(?=,|\s*$)")
+_EPOCH_IN_DESC = re.compile(rb"[Ee]poch[ :]*(\d+)")
+#: OpenRLHF's postfix names -> canonical
+POSTFIX_KEYS = {"gpt_loss": "loss", "policy_loss": "loss", "actor_lr": "learning_rate", "lr": "learning_rate",
+                "eval_loss": "eval_loss"}
+
+
+def parse_tqdm_postfix(text: bytes, first_line: int, st: StepState, out: Collector,
+                       steps: StepMarks, used: Used) -> None:
+    """Only bars whose postfix has a loss-like key; the last redraw of each counter wins.
+    Lightning's ``Epoch N:`` bars have their own parser (same idea, epoch-based steps)."""
+    if b"%|" not in text or b"=" not in text:
+        return
+    lines = Lines(text, first_line)
+    best: dict[int, tuple[int, int, list]] = {}
+    for m in _TQDM_POST.finditer(text):
+        if b"=" not in m[3]:
+            continue
+        desc = text[line_start(text, m.start()):m.start()]
+        if desc.lstrip().startswith(b"Epoch "):
+            continue
+        pairs = [(k.decode(), float(v)) for k, v in _POST_PAIR.findall(b"," + m[3])]
+        if not any("loss" in k or k.startswith("reward") for k, _ in pairs):
+            continue
+        n, total = int(m[1]), int(m[2])
+        em = _EPOCH_IN_DESC.search(desc)
+        step = int(em[1]) * total + n if em else n
+        best[step] = (m.start(), lines.at(m.start()), pairs)
+    for step, (pos, line, pairs) in sorted(best.items(), key=lambda kv: kv[1][0]):
+        for k, v in pairs:
+            out.add(step, k, v, line)
+            if k in POSTFIX_KEYS:
+                out.metric_override[k] = POSTFIX_KEYS[k]
+        _mark(st, steps, used, pos, step)
+
+
+# -- YOLO (ultralytics) console -----------------------------------------------------------------
+
+_YOLO_HEAD = re.compile(rb"Epoch[ \t]+GPU_mem((?:[ \t]+\w+)+)")
+_YOLO_ROW = re.compile(rb"(?<![\w/])(\d+)/(\d+)[ \t]+[\d.]+G((?:[ \t]+" + NUM + rb")+)[ \t]*:")
+
+
+def parse_yolo(text: bytes, first_line: int, st: StepState, out: Collector,
+               steps: StepMarks, used: Used) -> None:
+    """Rows ``  1/100  2.61G  1.218  1.408  1.208  167  640: 100%|...``; step = epoch (last redraw)."""
+    if b"GPU_mem" not in text and not getattr(st, "yolo_cols", None):
+        return
+    head = None
+    for h in _YOLO_HEAD.finditer(text):
+        head = h
+    cols = [c.decode() for c in head[1].split()] if head is not None else getattr(st, "yolo_cols", None)
+    if not cols:
+        return
+    st.yolo_cols = cols  # type: ignore[attr-defined]
+    lines = Lines(text, first_line)
+    best: dict[int, tuple[int, int, list[bytes]]] = {}
+    for m in _YOLO_ROW.finditer(text):
+        best[int(m[1])] = (m.start(), lines.at(m.start()), m[3].split())
+    for step, (pos, line, vals) in sorted(best.items(), key=lambda kv: kv[1][0]):
+        for name, raw in zip(cols, vals):
+            if name in ("Instances", "Size"):
+                continue
+            out.add(step, name, float(raw), line)
+        _mark(st, steps, used, pos, step, "ultralytics")
+
+
+# -- JSON records inside a text log ---------------------------------------------------------------
+
+_JSON_LINE_BODY = rb'[ \t]*(\{"[^\n\r]{0,20000}\})[ \t]*(?=\r?\n|\r?\Z)'
+#: step keys of known JSON trainer logs, in order of preference
+JSON_STEP_KEYS = ("current_steps", "global_step", "step", "iteration", "iter", "num_updates")
+_JSON_SKIP = {"current_steps", "total_steps", "global_step", "step", "iteration", "iter", "num_updates",
+              "elapsed_time", "remaining_time", "percentage", "epoch_time"}
+
+
+def parse_json_lines(text: bytes, first_line: int, st: StepState, out: Collector,
+                     steps: StepMarks, used: Used) -> None:
+    """LLaMA-Factory/ms-swift/generic JSON metric records pasted among other text (an issue body)."""
+    if b'{"' not in text:
+        return
+    lines = Lines(text, first_line)
+    for m in line_matches(_JSON_LINE_BODY, text):
+        try:
+            rec = json.loads(m[1])  # bare NaN/Infinity are accepted; a cut record is not
+        except ValueError:
+            continue
+        if not isinstance(rec, dict):
+            continue
+        step = None
+        for k in JSON_STEP_KEYS:
+            v = rec.get(k)
+            if isinstance(v, int) and not isinstance(v, bool):
+                step = v
+                break
+        gm = rec.get("global_step/max_steps")
+        if step is None and isinstance(gm, str) and gm.split("/")[0].strip().isdigit():
+            step = int(gm.split("/")[0])
+        if step is None:
+            continue
+        pairs = [(k, float(v)) for k, v in rec.items()
+                 if k not in _JSON_SKIP and isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if not any("loss" in k or k.startswith("reward") or k == "lr" for k, _ in pairs):
+            continue
+        line = lines.at(m.start())
+        for k, v in pairs:
+            out.add(step, k, v, line)
+        _mark(st, steps, used, m.start(), step,
+              "llamafactory" if "current_steps" in rec else ("ms_swift" if gm is not None else None))
+
+
+class _LineMatch:
+    """A match of a row pattern at a line start (the same interface as the parts of re.Match used here)."""
+
+    __slots__ = ("_m", "_off")
+
+    def __init__(self, m: re.Match[bytes], off: int) -> None:
+        self._m, self._off = m, off
+
+    def start(self) -> int:
+        return self._m.start() + self._off
+
+    def end(self) -> int:
+        return self._m.end()
+
+    def __getitem__(self, i: int) -> bytes:
+        return self._m[i]
+
+    @property
+    def text(self) -> bytes:
+        return self._m.string[self.start():self._m.end()]
+
+
+_LINE_RX: dict[bytes, tuple[re.Pattern[bytes], re.Pattern[bytes]]] = {}
+
+
+def line_matches(body: bytes, text: bytes) -> list[_LineMatch]:
+    """Matches of ``body`` anchored at line starts. The pattern is searched as ``\\n`` + body, so the
+    scan jumps from newline to newline in C (a ``(?m)^`` pattern is tried at every byte: 30x slower
+    on a tqdm-heavy log)."""
+    rx = _LINE_RX.get(body)
+    if rx is None:
+        rx = _LINE_RX[body] = (re.compile(body), re.compile(b"\n" + body))
+    out = []
+    first = rx[0].match(text)
+    if first is not None:
+        out.append(_LineMatch(first, 0))
+    out.extend(_LineMatch(m, 1) for m in rx[1].finditer(text))
+    return out
+
+
+# -- pipe tables (the HF notebook progress table, Markdown tables in issues) ---------------------
+
+_PIPE_ROW_BODY = rb"[ \t]*\|?[ \t]*(\d+)[ \t]*\|([^\n\r]{1,8000})(?=\r?\n|\r?\Z)"
+#: table headers -> canonical metrics (HF's notebook table and its Markdown copies)
+TABLE_KEYS = {"training loss": "loss", "validation loss": "eval_loss", "train loss": "loss", "val loss": "eval_loss",
+              "learning rate": "learning_rate", "grad norm": "grad_norm"}
+
+
+def _cells(line: bytes) -> list[str]:
+    return [c.strip() for c in line.decode("utf-8", "replace").strip().strip("|").split("|")]
+
+
+def parse_pipe_table(text: bytes, first_line: int, st: StepState, out: Collector,
+                     steps: StepMarks, used: Used) -> None:
+    """``Step | Training Loss | reward | kl`` then rows ``1 | -0.2836 | 13.43 | nan``; ``No Log`` cells are skipped."""
+    if b"|" not in text:
+        return
+    lines = Lines(text, first_line)
+    header: list[str] | None = None
+    header_end = -1
+    for m in line_matches(_PIPE_ROW_BODY, text):
+        if used.covers(m.start(), m.end()):
+            continue
+        ls = m.start()
+        # the header is the nearest line above with the same number of cells whose first cell is a step name
+        if header is None or not _between_rows(text, header_end, ls):
+            header = _find_header(text, ls)
+            if header is None:
+                continue
+        cells = _cells(m.text)
+        if len(cells) != len(header):
+            continue
+        step, line = int(cells[0]), lines.at(m.start())
+        n = 0
+        for name, raw in zip(header[1:], cells[1:]):
+            f = _num(raw)
+            if f is None:
+                continue
+            key = name.replace(" / ", "/")
+            out.add(step, key, f, line)
+            canon = TABLE_KEYS.get(name.lower())
+            if canon:
+                out.metric_override[key] = canon
+            n += 1
+        if n:
+            _mark(st, steps, used, m.start(), step)
+        header_end = m.end()
+
+
+def _between_rows(text: bytes, prev_end: int, start: int) -> bool:
+    """True when only table rows lie between the previous row and this one (same table)."""
+    return prev_end >= 0 and text[prev_end:start].strip(b"\r\n") == b""
+
+
+def _find_header(text: bytes, row_start: int) -> list[str] | None:
+    pos = row_start - 1
+    for _ in range(3):  # the header, maybe a Markdown "-- | --" separator, maybe a blank line
+        if pos <= 0:
+            return None
+        ls = line_start(text, pos)
+        cells = _cells(text[ls:pos])
+        if len(cells) >= 2 and cells[0].lower() in _STEP_NAMES and any(c and not _num(c) for c in cells[1:]):
+            return cells
+        pos = ls - 1
+    return None
+
+
+# -- bare numeric columns ------------------------------------------------------------------------
+
+_COL_ROW_BODY = (rb"[ \t]*(\d+)(?:[ \t]*[,;|\t][ \t]*|[ \t]+)(" + NUM + rb")"
+                 rb"((?:(?:[ \t]*[,;|\t][ \t]*|[ \t]+)" + NUM + rb")*)[ \t]*[,;|]?[ \t]*(?=\r?\n|\r?\Z)")
+_COL_HEAD = re.compile(rb"(?m)^[ \t#]*([A-Za-z_][\w/.-]*(?:[ \t]*[,;|\t][ \t]*|[ \t]+)[A-Za-z_][\w/.-]*"
+                       rb"(?:(?:[ \t]*[,;|\t][ \t]*|[ \t]+)[A-Za-z_][\w/.-]*)*)[ \t]*[,;|]?[ \t]*\r?$")
+_SPLIT = re.compile(rb"[ \t]*[,;|\t][ \t]*|[ \t]+")
+#: consecutive numeric rows needed before a run is read as a table (fewer is prose with numbers)
+MIN_COLUMN_ROWS = 3
+_STEP_NAMES = {"step", "steps", "global_step", "iter", "iteration", "iters", "epoch", "update", "updates",
+               "num_updates", "it", "#"}
+
+
+def parse_columns(text: bytes, first_line: int, st: StepState, out: Collector,
+                  steps: StepMarks, used: Used) -> None:
+    """Runs of ``step value [value...]`` rows (a pasted ``step loss`` listing, a code fence).
+
+    The header line just above a run names the columns (``step loss lr``); without one, a two-column
+    run is ``step loss``. Rows already claimed by another parser are left alone.
+    """
+    lines = Lines(text, first_line)
+    run: list[re.Match[bytes]] = []
+
+    def flush() -> None:
+        if len(run) < MIN_COLUMN_ROWS:
+            run.clear()
+            return
+        start = run[0].start()
+        ncols = 2 + len([v for v in _SPLIT.split(run[0][3].strip(b" \t,;|")) if v])
+        names: list[str] | None = None
+        prev_end = start - 1
+        if prev_end > 0:
+            ls = line_start(text, prev_end)
+            hm = _COL_HEAD.match(text, ls, prev_end)
+            if hm is not None:
+                cand = [c.decode() for c in _SPLIT.split(hm[1].strip()) if c]
+                if len(cand) == ncols:
+                    names = cand
+        if names is None:
+            if ncols != 2:
+                run.clear()
+                return
+            names = ["step", "loss"]
+        if names[0].lower().lstrip("#") not in _STEP_NAMES and names[0].lower() not in _STEP_NAMES:
+            run.clear()
+            return
+        steps_seen = [int(m[1]) for m in run]
+        if any(b < a for a, b in zip(steps_seen, steps_seen[1:])):
+            run.clear()
+            return  # not a step column
+        for m in run:
+            vals = [m[2]] + [v for v in _SPLIT.split(m[3].strip(b" \t,;|")) if v]
+            step, line = int(m[1]), lines.at(m.start())
+            for name, raw in zip(names[1:], vals):
+                f = _num(raw)
+                if f is not None:
+                    out.add(step, name, f, line)
+            _mark(st, steps, used, m.start(), step)
+        run.clear()
+
+    last_end = -2
+    for m in line_matches(_COL_ROW_BODY, text):
+        if used.covers(m.start(), m.end()):
+            continue
+        gap = text[last_end:m.start()] if last_end >= 0 else b""
+        if run and (gap.strip(b"\r\n") != b"" or gap.count(b"\n") > 1 or last_end < 0):
+            flush()
+        run.append(m)
+        last_end = m.end()
+    flush()
+
+
+#: (parser, letters a chunk needs first) in the order they run, before the generic parser
+FORMAT_PARSERS = (
+    (parse_json_lines, (b"",)),
+    (parse_detectron2, (b"iter", b"lossdict")),
+    (parse_timm, (b"Train",)),
+    (parse_swin, (b"Train",)),
+    (parse_fairseq, (b"epoch",)),
+    (parse_verl, (b"step",)),
+    (parse_megatron, (b"iteration",)),
+    (parse_caffe, (b"Iteration",)),
+    (parse_torchtune, (b"Loss",)),
+    (parse_keras, (b"step", b"ETA", b"sample")),
+    (parse_tqdm_postfix, (b"",)),
+    (parse_yolo, (b"GPUmem",)),
+    (parse_pipe_table, (b"",)),
+    (parse_columns, (b"",)),
+)
+

@@ -1,0 +1,201 @@
+"""How logs arrive (issue 11): format by content, stdin, .gz/.zip, multi-rank logs, and the small
+things users hit (help text, progress bars glued to messages, Markdown escaping)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import math
+import re
+import zipfile
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from autopsy.cli import app
+from autopsy.discover import classify, discover
+from autopsy.ingest import archives
+from autopsy.ingest.events import strip_bar
+from autopsy.pipeline import read_run
+from autopsy.render.markdown import md
+
+runner = CliRunner()
+DEV = Path(__file__).parent / "fixtures" / "dev_cases"
+#: LLaMA-Factory trainer_log.jsonl records (llamafactory/train/callbacks.py LogCallback.on_log keys)
+LF_RECORDS = "".join(json.dumps({"current_steps": i, "total_steps": 30, "loss": 2.0 / i, "lr": 1e-5, "epoch": i / 10,
+                                 "percentage": i / 30 * 100, "elapsed_time": "0:00:10", "remaining_time": "0:01:00"}) + "\n"
+                     for i in range(1, 31))
+
+
+def series(run, metric):
+    s = run.series(metric)
+    return [(int(a), float(b)) for a, b in zip(s["step"], s["value"])]
+
+
+# -- format by content -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["log.txt", "pasted", "trainer_log.jsonl", "notes.md"])
+def test_llamafactory_records_are_read_as_such_whatever_the_name(tmp_path: Path, name: str):
+    p = tmp_path / name
+    p.write_text(LF_RECORDS)
+    assert classify(p, p.stat().st_size) == "llamafactory_jsonl"
+    run, _ = read_run(tmp_path, with_checkpoints=False)
+    assert series(run, "loss")[:2] == [(1, 2.0), (2, 1.0)] and len(series(run, "loss")) == 30
+    assert "llamafactory" in run.frameworks
+
+
+def test_content_decides_tables_trainer_state_and_plain_logs(tmp_path: Path):
+    yolo = tmp_path / "results.txt"  # ultralytics results.csv attached under another name
+    yolo.write_text("                  epoch,         train/box_loss,         train/cls_loss,           val/box_loss,"
+                    "                 lr/pg0\n                      1,                 1.2185,                 1.4082,"
+                    "                 1.1012,               0.070291\n                      2,                    nan,"
+                    "                    nan,                    nan,               0.040291\n")
+    listing = tmp_path / "losses"  # a bare step/loss listing with no extension and no header
+    listing.write_text("100 2.5\n200 2.1\n300 1.9\n")
+    state = tmp_path / "state.txt"
+    state.write_text(json.dumps({"global_step": 2, "log_history": [{"loss": 1.5, "step": 1}, {"loss": 1.4, "step": 2}]},
+                                indent=2))
+    config = tmp_path / "config.txt"  # one JSON config object stays a text file (facts come from it)
+    config.write_text('{"fp16": {"enabled": true}}')
+    kinds = {f.path.name: f.kind for f in discover(tmp_path).files}
+    assert kinds == {"results.txt": "metrics_csv", "losses": "metrics_csv", "state.txt": "trainer_state",
+                     "config.txt": "text_log"}
+    run, _ = read_run(tmp_path, with_checkpoints=False)
+    assert series(run, "box_loss")[0] == (1, 1.2185) and math.isnan(series(run, "box_loss")[1][1])
+    assert series(run, "eval_box_loss")[0] == (1, 1.1012) and series(run, "learning_rate")[1] == (2, 0.040291)
+    assert [p for p in series(run, "loss") if p[0] >= 100] == [(100, 2.5), (200, 2.1), (300, 1.9)]
+    assert (1, 1.5) in series(run, "loss")
+
+
+def test_a_file_mixing_formats_is_read_part_by_part(tmp_path: Path):
+    p = tmp_path / "issue.md"
+    p.write_text("## Bug\nTraining diverges.\n```\n" + LF_RECORDS.splitlines()[0] + "\n```\nand later\n```\n"
+                 "iteration       10/     100 | lm loss: 2.000000E+00 | loss scale: 1.0 | grad norm: 0.9 |\n```\n"
+                 "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
+                 "RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    run, _ = read_run(tmp_path, with_checkpoints=False)
+    assert series(run, "loss") == [(1, 2.0), (10, 2.0)] and series(run, "grad_norm") == [(10, 0.9)]
+    assert [e.kind for e in run.events if e.kind == "traceback"] == ["traceback"]
+
+
+# -- stdin -------------------------------------------------------------------------------------
+
+def test_run_dash_reads_stdin_and_names_it(tmp_path: Path):
+    log = (DEV / "timm814_mnv3_lr_not_scaled_for_batch_nan" / "log.txt").read_bytes()
+    res = runner.invoke(app, ["run", "-", "--format", "json", "--output", "-", "--quiet"], input=log)
+    rep = json.loads(res.stdout)
+    assert res.exit_code == 1 and rep["verdict"]["root_cause"] == "lr_too_high"
+    assert [a["path"] for a in rep["artifacts"]] == ["<stdin>"]
+    gz = runner.invoke(app, ["run", "-", "--format", "json", "--output", "-", "--quiet"], input=gzip.compress(log))
+    assert json.loads(gz.stdout)["verdict"]["root_cause"] == "lr_too_high"
+
+
+def test_run_dash_with_empty_stdin_is_a_clear_error():
+    res = runner.invoke(app, ["run", "-"], input=b"")
+    assert res.exit_code == 2 and "stdin was empty" in res.output
+
+
+def test_stdin_longer_than_the_bound_is_cut_and_said(tmp_path: Path):
+    from autopsy.spool import spool_stdin
+
+    path, kept, cut = spool_stdin(io.BytesIO(b"x" * 5000), tmp_path, limit=1000)
+    assert path.name == "<stdin>" and kept == 1000 and cut and path.stat().st_size == 1000
+
+
+# -- archives ----------------------------------------------------------------------------------
+
+def test_gz_and_zip_are_read_transparently(tmp_path: Path):
+    timm = (DEV / "timm814_mnv3_lr_not_scaled_for_batch_nan" / "log.txt").read_bytes()
+    (tmp_path / "train.log.gz").write_bytes(gzip.compress(timm))
+    with zipfile.ZipFile(tmp_path / "logs.zip", "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("run/trainer_log.jsonl", LF_RECORDS)
+        z.writestr("inner.zip", b"PK\x03\x04")
+        z.writestr("../../escape.log", "step 1 | loss 9.0\nstep 2 | loss 8.0\nstep 3 | loss 7.0\n")
+    run, _ = read_run(tmp_path, with_checkpoints=False)
+    read = {a.path: a.kind for a in run.artifacts if a.status in ("read", "partial")}
+    assert read == {"train.log.gz": "text_log", "logs.zip": "archive", "logs.zip/run/trainer_log.jsonl": "llamafactory_jsonl",
+                    "logs.zip/../../escape.log": "text_log"}
+    assert series(run, "learning_rate")[-1] == (4 * 5004 + 550, 6.227e-02)  # the timm log inside the .gz
+    assert len(series(run, "loss")) >= 30
+    arch = next(a for a in run.artifacts if a.path == "logs.zip")
+    assert arch.status == "partial" and "inner.zip (an archive inside the archive: not opened)" in arch.problem
+    assert not (tmp_path.parent / "escape.log").exists() and not (tmp_path / "escape.log").exists()
+
+
+def test_zip_bomb_stops_at_the_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(archives, "MAX_MEMBER_BYTES", 64 * 1024)
+    with zipfile.ZipFile(tmp_path / "bomb.zip", "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("train.log", b"{'loss': 1.0, 'epoch': 0.1}\n" * 200_000)  # 5.6 MB -> a few KB compressed
+    run, _ = read_run(tmp_path, with_checkpoints=False)
+    member = next(a for a in run.artifacts if a.path == "bomb.zip/train.log")
+    assert member.status == "partial" and "zip bomb" in member.problem
+    assert 0 < len(series(run, "loss")) < 200_000
+
+
+def test_damaged_gz_reads_what_came_before_the_cut(tmp_path: Path):
+    data = gzip.compress(b"".join(b"step %d | loss %f\n" % (i, 1 / i) for i in range(1, 2000)))
+    (tmp_path / "cut.log.gz").write_bytes(data[: len(data) // 2])
+    run, _ = read_run(tmp_path, with_checkpoints=False)
+    art = next(a for a in run.artifacts if a.path == "cut.log.gz")
+    assert art.status == "partial" and "damaged or cut" in art.problem
+    assert len(series(run, "loss")) > 10
+
+
+# -- ranks -------------------------------------------------------------------------------------
+
+def test_rank_tagged_lines_keep_their_rank(tmp_path: Path):
+    lines = []
+    for s in range(1, 4):
+        lines.append(f"[rank0]: step {s} | loss {2 - s / 10:.2f}")
+        lines.append(f"[rank1]: step {s} | loss {'nan' if s == 3 else f'{2 - s / 10:.2f}'}")
+    # https://github.com/hiyouga/LlamaFactory/issues/10224
+    lines.append("[rank7]: RuntimeError: Detected a disagreement on list length between rank0 and rank7: ")
+    (tmp_path / "train.log").write_text("\n".join(lines) + "\n")
+    run, _ = read_run(tmp_path, with_checkpoints=False)
+    assert series(run, "loss") == [(1, 1.9), (2, 1.8), (3, 1.7)]
+    got = series(run, "loss@rank1")
+    assert got[:2] == [(1, 1.9), (2, 1.8)] and math.isnan(got[2][1])
+    (tb,) = [e for e in run.events if e.kind == "traceback"]
+    assert tb.rank == 7
+
+
+def test_per_rank_files(tmp_path: Path):
+    (tmp_path / "rank0.log").write_text("step 1 | loss 2.0\nstep 2 | loss 1.9\n")
+    (tmp_path / "rank1.log").write_text("step 1 | loss 2.0\nstep 2 | loss nan\nRuntimeError: boom\n")
+    run, _ = read_run(tmp_path, with_checkpoints=False)
+    assert series(run, "loss") == [(1, 2.0), (2, 1.9)] and len(series(run, "loss@rank1")) == 2
+    assert [e.rank for e in run.events if e.kind == "traceback"] == [1]
+    alone = tmp_path / "only"
+    alone.mkdir()
+    (alone / "rank3.log").write_text("step 1 | loss 2.0\n")  # the only log: it is the series
+    assert series(read_run(alone, with_checkpoints=False)[0], "loss") == [(1, 2.0)]
+
+
+# -- small things ------------------------------------------------------------------------------
+
+def test_help_has_no_stray_backslash():
+    res = runner.invoke(app, ["run", "--help"])
+    assert "[default: html]" in res.output and "\\[" not in res.output
+
+
+def test_progress_bar_glued_in_front_of_an_event_is_dropped(tmp_path: Path):
+    (tmp_path / "train.log").write_text(
+        "Map:   0%|          | 0/256 [00:00<?, ? examples/s][RANK 0] The prompt alone fills `max_length` (512)\n")
+    run, _ = read_run(tmp_path, with_checkpoints=False)
+    (ev,) = run.events
+    assert ev.kind == "prompt_fills_max_length" and ev.message.startswith("[RANK 0] The prompt alone fills")
+    assert ev.rank == 0
+    assert strip_bar(" 45%|####5     | 9/20 [00:03<00:04,  2.61it/s]Warning: x") == "Warning: x"
+
+
+def test_markdown_escapes_only_what_changes_the_rendering():
+    assert md("empty_response") == "empty_response"
+    assert md("(leave >= 32-64 tokens for the answer)") == "(leave >= 32-64 tokens for the answer)"
+    assert md("lr=1e-3; see checkpoint-200.") == "lr=1e-3; see checkpoint-200."
+    assert md("a | b") == "a \\| b" and md("<b>x</b>") == "\\<b>x\\</b>" and md("**x**") == "\\*\\*x\\*\\*"
+    assert md("_x_") == "\\_x\\_" and md("[a](javascript:x)") == "\\[a](javascript:x)"
+    assert md("# not a heading") == "\\# not a heading" and md("1. not a list") == "1\\. not a list"
+    assert md("ping @octocat") == "ping &#64;octocat" and md("a@ b") == "a@ b"
+    assert re.search(r"https\\://", md("see https://evil.example"))
