@@ -343,11 +343,31 @@ def gradnorm_failure(run: Run, gn: Series) -> bool:
         return False
     if transient_first_gradnorm(gn):
         return False
+    if len(hidden_zero_steps(run)):
+        return True  # HF's logging_nan_inf_filter hid non-finite losses as 0.0
+    if loss_improving(run):
+        return False  # skipped steps (the scaler at work) while the loss stays finite and keeps falling: transient
     if not gn.finite[-1]:
         return True  # ends non-finite: the weights (or every step) are broken
     if n_bad / len(gn) > GRADNORM_FAILURE_SHARE:
         return True
     return bool(len(hidden_zero_steps(run)))
+
+
+#: "keeps falling": the median of the last third of the loss logs is below this share of the first third's
+IMPROVING_SHARE = 0.9
+MIN_IMPROVING_POINTS = 6
+
+
+def loss_improving(run: Run) -> bool:
+    """Every logged loss finite and the loss clearly lower at the end than at the start (Megatron's "transient")."""
+    loss = points(run, "loss")
+    n = len(loss)
+    if n < MIN_IMPROVING_POINTS or not loss.finite.all() or bool((loss.values == 0.0).any()):
+        return False
+    third = max(2, n // 3)
+    first, last = float(np.median(loss.values[:third])), float(np.median(loss.values[-third:]))
+    return first > 0 and last < IMPROVING_SHARE * first
 
 
 def step_near(run: Run, ev: Event) -> int | None:

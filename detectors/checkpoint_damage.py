@@ -110,7 +110,9 @@ def _empty(run: Run) -> Iterable[Finding]:
             n_empty += int(row.get("n") or 0)
             evidence.append(Evidence(str(row.get("checkpoint")), "checkpoint", f"{row.get('n')} ZeRO-3 parameters saved "
                                      f"empty in {ck_label(row.get('checkpoint'))}", ck_step(run, row.get("step"))))
-    events = run.events_of("empty_tensor_load")
+    events = run.events_of("empty_tensor_load") + [
+        e for e in run.events_of("error") if e.data.get("variant") == "state_dict_size_mismatch"
+        and e.data.get("checkpoint_shape") == [0] and e.data.get("model_shape") not in (None, [0], [])]
     for ev in events[:3]:
         evidence.append(event_evidence(ev, f"loading the saved weights found empty tensors: \"{ev.message.strip()[:160]}\""))
     if not evidence:

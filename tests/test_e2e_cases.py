@@ -35,11 +35,8 @@ needs_readers = pytest.mark.xfail(bool(MISSING), reason=f"readers not landed: {M
 #: the scorer's equivalences (shared/tools/score_cases.py): a truth id and the ids that count as the same answer
 EQUIV = {"fp16_overflow": {"loss_scale_collapse"}, "loss_scale_collapse": {"fp16_overflow"},
          "all_labels_masked": {"empty_response"}, "empty_response": {"all_labels_masked"}}
-#: dev cases the diagnosis does not get right yet (issue 10); each one removed here is pinned from then on
-KNOWN_MISSES = {
-    "detectron2_214_retinanet_1gpu_default_lr_nan", "fairseq1895_bt_reverse_min_loss_scale",
-    "openr1_704_grpo_kl_nan_beta0", "timm814_mnv3_lr_not_scaled_for_batch_nan",
-}
+#: dev cases the diagnosis does not get right yet; empty since issue 10: every dev case is pinned
+KNOWN_MISSES: set[str] = set()
 
 
 def _copy_case(src: Path, tmp_path: Path) -> Path:

@@ -92,8 +92,8 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("ddp_unused_params", re.compile(r"Expected to have finished reduction in the prior iteration"), lambda m: {}),
     ("unscale_fp16", re.compile(r"Attempting to unscale FP16 gradients"), lambda m: {}),
     # torch load_state_dict / PEFT merge of a ZeRO-3 save whose partitions were never gathered
-    ("empty_tensor_load", re.compile(r"copying a param with shape torch\.Size\(\[0\]\) from checkpoint|"
-                                     r"vocab size of the LoRA weight 0\b"), lambda m: {}),
+    # (a [0]-shaped param in a size mismatch is the "error" event below, variant state_dict_size_mismatch)
+    ("empty_tensor_load", re.compile(r"vocab size of the LoRA weight 0\b"), lambda m: {}),
     # torch load_state_dict's RuntimeError body, often pasted without its first line
     ("error", re.compile(r"size mismatch for ([\w.]+): copying a param with shape torch\.Size\(\[([\d, ]*)\]\) from "
                          r"checkpoint, the shape in current model is torch\.Size\(\[([\d, ]*)\]\)"),
