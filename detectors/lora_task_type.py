@@ -132,7 +132,10 @@ def detect(run: Run) -> Iterable[Finding]:
         msg = (f"Reward/classification model with LoRA task_type {task_type}; the score head is in "
                "modules_to_save, so it is trained, but SEQ_CLS is the supported setting.")
     else:
-        severity, confidence = ("error", 0.8) if (mismatch or warned) and cls_ev else ("warning", 0.55)
+        # severity is the damage: a saved adapter without the head is a reward model with a random head
+        head_missing = names is not None and not head_saved
+        severity, confidence = (("error", 0.85 if head_missing else 0.8) if (mismatch or warned or head_missing) and cls_ev
+                                else ("warning", 0.55))
         msg = (f"Reward/classification model trained with LoRA task_type {task_type or 'unset'}: the score head is "
                "not in modules_to_save nor in the adapter tensors, so it stayed at its random init and was not saved.")
     yield Finding(

@@ -43,6 +43,9 @@ NEAR_ZERO_LR = 1e-8
 #: or below this share of the configured peak at every log: the warmup never got anywhere
 WARMUP_SHARE_TINY = 0.01
 MIN_LOGS = 5
+#: a warmup still rising at every log and still below this LR at the end never reached a useful LR (fine-tuning
+#: peaks are >= ~5e-7 even for DPO/GRPO; a rising LR that ends below 1e-7 trained nothing)
+WARMUP_NEVER_ENDS_MAX = 1e-7
 #: the loss moved by less than this share of its first value: flat
 FLAT_SHARE = 0.05
 #: share of non-finite grad_norm logs that says the scaler skipped the steps
@@ -55,7 +58,7 @@ def detect(run: Run) -> Iterable[Finding]:
         return
     peak_cfg = num(run.config.get("learning_rate"))
     limit = max(NEAR_ZERO_LR, WARMUP_SHARE_TINY * peak_cfg) if peak_cfg and peak_cfg > 0 else NEAR_ZERO_LR
-    if float(np.max(lr.values)) >= limit:
+    if float(np.max(lr.values)) >= limit and not _warmup_never_ends(lr):
         return
     loss = points(run, "loss").finite_only()
     if len(loss) >= 2:
@@ -107,6 +110,15 @@ def detect(run: Run) -> Iterable[Finding]:
                   "In a custom loop, call scheduler.step() after optimizer.step() and check the LR of the first steps."],
         basis="direct" if why is not None else "inferred", symptom="lr_near_zero",
     )
+
+
+def _warmup_never_ends(lr) -> bool:
+    """A linear warmup still climbing at the last log, never past a tiny LR: the schedule never reached its peak."""
+    v = lr.values
+    if float(v.max()) >= WARMUP_NEVER_ENDS_MAX or len(v) < MIN_LOGS:
+        return False
+    d = np.diff(v)
+    return bool((d > 0).all()) and float(d[-1]) >= 0.5 * float(np.median(d))
 
 
 def _warmup_too_long(run: Run, lr) -> Evidence | None:

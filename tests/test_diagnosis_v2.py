@@ -230,3 +230,28 @@ def test_nothing_to_judge_says_what_was_read(tmp_path: Path):
     dx = _verdict(tmp_path)
     assert dx.verdict.status == "inconclusive" and dx.verdict.headline.startswith("Nothing to judge")
     assert "config.json" in dx.verdict.headline
+
+
+def test_grpo_completions_all_truncated(tmp_path: Path):
+    """TRL GRPO logs completions/clipped_ratio (share without EOS) and mean_terminated_length 0 when none ended."""
+    hist = [{"step": s, "loss": 0.0, "reward": 0.0, "reward_std": 0.0, "completions/mean_length": 512.0,
+             "completions/clipped_ratio": 1.0, "completions/mean_terminated_length": 0.0, "learning_rate": 1e-6,
+             "epoch": 0.01 * s} for s in range(1, 20)]
+    (tmp_path / "trainer_state.json").write_text(json.dumps({"global_step": 19, "log_history": hist}))
+    dx = _verdict(tmp_path)
+    assert (dx.verdict.status, dx.verdict.root_cause) == ("failed", "completions_truncated")
+
+
+def test_grpo_some_truncation_is_healthy(tmp_path: Path):
+    hist = [{"step": s, "loss": 0.01, "reward": 0.2 + 0.03 * s, "reward_std": 0.3, "completions/mean_length": 300.0,
+             "completions/clipped_ratio": 0.25, "completions/mean_terminated_length": 280.0, "learning_rate": 1e-6,
+             "epoch": 0.01 * s} for s in range(1, 20)]
+    (tmp_path / "trainer_state.json").write_text(json.dumps({"global_step": 19, "log_history": hist}))
+    assert _verdict(tmp_path).verdict.status == "healthy"
+
+
+def test_warmup_still_climbing_without_config_is_stalled(tmp_path: Path):
+    lrs = [5e-9 * (i + 1) for i in range(12)]
+    _state(tmp_path, _hist([2.30 + 0.005 * (i % 2) for i in range(12)], lrs))
+    dx = _verdict(tmp_path)
+    assert (dx.verdict.status, dx.verdict.root_cause) == ("failed", "lr_schedule_stalled")

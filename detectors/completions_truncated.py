@@ -1,0 +1,86 @@
+"""Completions truncated: in GRPO/PPO-style training, (almost) every sampled completion hits the length cap.
+
+What it detects:
+    A policy-gradient run whose completion metrics say the generations never end: TRL GRPO's
+    ``completions/clipped_ratio`` (share of completions without EOS, grpo_trainer.py) at or above
+    ``CLIPPED_SHARE`` in at least ``RUN_SHARE`` of the logs, or its
+    ``completions/mean_terminated_length`` exactly 0 (TRL logs 0 when no completion terminated);
+    verl's ``response_length/clip_ratio`` likewise. The cap (``max_completion_length``,
+    ``data.max_response_length``) is cited when the config has it.
+
+Why it matters:
+    A truncated completion has no final answer and usually fails the format reward, so rewards are
+    flat (often 0 with ``reward_std`` 0: zero advantage, no gradient); the run spends its budget
+    learning nothing, with no NaN anywhere.
+
+Evidence used:
+    ``completions/clipped_ratio``, ``completions/mean_terminated_length``, ``response_length/clip_ratio``,
+    ``reward``/``reward_std``; config ``max_completion_length``.
+
+Remedies:
+    Raise ``max_completion_length`` (reasoning models need thousands of tokens), or shorten the expected
+    output (prompt for concise answers, a length penalty), check that the chat template's EOS token is the
+    tokenizer's and that generation stops on it; filter prompts whose answers cannot fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from autopsy.model import Evidence, Finding, Run
+from detectors._common import config_evidence, fmt, points
+
+CODE = "GEN001"
+SLUG = "completions-truncated"
+ROOT_CAUSE = "completions_truncated"
+NEEDS = ("scalars",)
+
+#: a log where at least this share of completions hit the cap
+CLIPPED_SHARE = 0.9
+#: ... in at least this share of the logs: the run, not a phase
+RUN_SHARE = 0.8
+MIN_LOGS = 3
+CLIP_METRICS = ("completions/clipped_ratio", "response_length/clip_ratio")
+
+
+def detect(run: Run) -> Iterable[Finding]:
+    evidence: list[Evidence] = []
+    first_step = None
+    for metric in CLIP_METRICS:
+        pts = points(run, metric).finite_only()
+        if len(pts) < MIN_LOGS:
+            continue
+        high = pts.values >= CLIPPED_SHARE
+        if high.mean() >= RUN_SHARE:
+            i = int(np.flatnonzero(high)[0])
+            first_step = pts[i].step
+            evidence.append(pts[i].evidence(f"{metric} = {fmt(pts[i].value)} at step {pts[i].step}; >= {CLIPPED_SHARE:g} "
+                                            f"at {int(high.sum())} of {len(pts)} logs"))
+    term = points(run, "completions/mean_terminated_length").finite_only()
+    if len(term) >= MIN_LOGS:
+        zero = term.values == 0.0
+        if zero.mean() >= RUN_SHARE:
+            i = int(np.flatnonzero(zero)[0])
+            first_step = first_step if first_step is not None else term[i].step
+            evidence.append(term[i].evidence(f"completions/mean_terminated_length = 0 at {int(zero.sum())} of {len(term)} "
+                                             "logs: no completion ended with EOS"))
+    if not evidence:
+        return
+    for key in ("max_completion_length", "max_response_length", "max_new_tokens"):
+        if run.config.fact(key) is not None:
+            evidence.append(config_evidence(run, key, f"{key} = {run.config.get(key)}: the cap every completion hits"))
+            break
+    rstd = points(run, "reward_std").finite_only()
+    if len(rstd) and float(np.mean(rstd.values == 0.0)) >= RUN_SHARE:
+        evidence.append(rstd[-1].evidence(f"reward_std = 0 at most logs: equal rewards, zero advantage, no gradient"))
+    yield Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.85,
+        title="Completions truncated: nearly every generation hits the length cap",
+        message="; ".join(e.detail for e in evidence) + ".", first_step=first_step, evidence=evidence,
+        remedies=["Raise max_completion_length (reasoning models need thousands of tokens) or ask for shorter answers.",
+                  "Check that generation stops on the tokenizer's EOS (chat template, generation_config eos_token_id).",
+                  "Filter prompts whose answers cannot fit the budget."],
+        basis="direct", symptom="truncated_completions",
+    )
