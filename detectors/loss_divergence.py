@@ -40,6 +40,10 @@ NEEDS = ("scalars",)
 #: a loss at this multiple of its early best that never comes back is divergence (2x is far outside any noise band
 #: of a decreasing LM loss, and well below the 10-1000x of a blow-up)
 DIVERGE_FACTOR = 2.0
+#: "back where it started": this share of the first logged loss
+BACK_TO_START = 0.8
+#: ... unless it is this many times the early best anyway
+FAR_ABOVE_BEST = 5.0
 #: logs the loss must stay diverged, so a spike that recovers is not divergence
 MIN_LOGS_AFTER = 3
 #: a best loss at or below this is "already ~0" (RL surrogates, near-perfect fits): ratios against it mean nothing
@@ -67,8 +71,10 @@ def detect(run: Run) -> Iterable[Finding]:
     if best.value <= MIN_BEST:
         return
     suffix_min = np.minimum.accumulate(v[::-1])[::-1]
-    hit = np.flatnonzero((np.arange(n) > early_idx) & (np.arange(n) <= n - MIN_LOGS_AFTER)
-                         & (suffix_min >= DIVERGE_FACTOR * best.value))
+    # far above the early best, and either back above (most of) where the run started or many times the best:
+    # a loss that climbs from 0.1 to 0.25 while still far below its start is a data shift, not a blow-up
+    floor = min(max(DIVERGE_FACTOR * best.value, BACK_TO_START * float(v[0])), FAR_ABOVE_BEST * best.value)
+    hit = np.flatnonzero((np.arange(n) > early_idx) & (np.arange(n) <= n - MIN_LOGS_AFTER) & (suffix_min >= floor))
     if hit.size:
         i = int(hit[0])
         p, last, top = loss[i], loss[-1], loss[int(np.argmax(v))]

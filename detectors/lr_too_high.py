@@ -85,7 +85,9 @@ def _failure(run: Run) -> tuple[int, Evidence] | None:
     is_new = v < np.concatenate(([np.inf], best_val[:-1]))
     best_idx = np.maximum.accumulate(np.where(is_new, np.arange(n), 0))
     suffix_min = np.minimum.accumulate(v[::-1])[::-1]
-    ok = (best_val > MIN_BEST) & (np.arange(n) <= n - DIVERGE_LOGS) & (suffix_min >= DIVERGE_FACTOR * best_val)
+    # the same bar as DIV001: far above the best and back above (most of) the start, or 5x the best anyway
+    floor = np.minimum(np.maximum(DIVERGE_FACTOR * best_val, 0.8 * v[0]), 5.0 * best_val)
+    ok = (best_val > MIN_BEST) & (np.arange(n) <= n - DIVERGE_LOGS) & (suffix_min >= floor)
     hit = np.flatnonzero(ok)
     if not hit.size:
         return None
