@@ -16,6 +16,7 @@ from detectors import (  # config/event detectors
     lr_too_high,
     nan_in_data,
     nonfinite_onset,
+    nonfinite_origin,
     overflow_then_zero,
     padding_free,
     sequence_parallel,
@@ -24,6 +25,7 @@ from detectors import (  # config/event detectors
 
 ALL: list[ModuleType] = [
     nonfinite_onset,
+    nonfinite_origin,
     overflow_then_zero,
     fp16_overflow,
     lr_too_high,

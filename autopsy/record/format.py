@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,64 +55,90 @@ class Record:
 
 _KINDS = {"step": "steps", "update": "updates", "nonfinite": "nonfinite", "overflow": "overflows",
           "ring": "rings", "checkpoint": "checkpoints"}
+#: per-kind cap on lines kept in memory (a record of a million steps must not be held whole);
+#: every step line is still passed to ``on_step``
+KEEP = {"updates": 10_000, "nonfinite": 1000, "overflows": 1000, "rings": 4, "checkpoints": 10_000}
 
 
-def parse_lines(data: bytes, rec: Record | None = None, first_line: int = 1) -> Record:
-    """Parse record bytes. A last line without its newline is a write the process did not finish
-    (killed mid-write): dropped and noted, everything before it kept."""
-    rec = rec or Record()
-    parts = data.split(b"\n")
-    tail = parts.pop()  # b"" when the data ends with a newline
-    if tail.strip():
-        rec.truncated_tail = True
-        rec.problems.append(f"line {first_line + len(parts)}: last line cut short ({len(tail)} bytes without a "
-                            "newline; the process was probably killed while writing it): dropped")
-    bad = 0
-    for i, raw in enumerate(parts):
-        lineno = first_line + i
-        rec.lines = lineno
-        if not raw.strip():
-            continue
-        if len(raw) > MAX_LINE_BYTES:
-            bad += 1
-            rec.problems.append(f"line {lineno}: {len(raw):,} bytes, longer than any record line: skipped")
-            continue
-        try:
-            obj = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            bad += 1
-            if bad <= 5:
-                rec.problems.append(f"line {lineno}: not a JSON record ({type(exc).__name__}): skipped")
-            continue
-        if not isinstance(obj, dict):
-            continue
-        kind = obj.get("t")
-        if kind == "header":
-            if not rec.header:
-                rec.header = obj
-            continue
-        if kind == "end":
-            rec.end = obj
-            continue
-        target = _KINDS.get(str(kind))
-        if target is None:
-            continue  # a newer minor version's line kind: ignored, not an error
-        obj["_line"] = lineno
-        getattr(rec, target).append(obj)
-    if bad > 5:
-        rec.problems.append(f"{bad} lines in all were not JSON records")
-    return rec
+def read_record(path: Path, on_step: Callable[[dict[str, Any]], None] | None = None,
+                keep_steps: int = 256) -> Record:
+    """Stream a record file line by line; never raises for bad content (problems go on the Record).
 
-
-def read_record(path: Path) -> Record:
-    """Read a record file; never raises for bad content (problems are listed on the Record)."""
+    ``steps`` keeps the last ``keep_steps`` step lines before the first non-finite one, plus up to
+    ``keep_steps`` after it: what a post-mortem shows. ``on_step`` sees every step line.
+    A last line without its newline is a write the process did not finish (killed mid-write):
+    dropped and noted, everything before it kept."""
     rec = Record()
+    before: deque[dict[str, Any]] = deque(maxlen=max(1, keep_steps))
+    after: list[dict[str, Any]] = []
+    bad = 0
     try:
-        data = path.read_bytes()
+        fh = open(path, "rb")
     except OSError as exc:
         rec.problems.append(f"cannot read: {exc.strerror or exc}")
         return rec
-    parse_lines(data, rec)
+    with fh:
+        lineno = 0
+        while True:
+            try:
+                raw = fh.readline(MAX_LINE_BYTES + 1)
+            except OSError as exc:
+                rec.problems.append(f"read failed after line {lineno}: {exc.strerror or exc}")
+                break
+            if not raw:
+                break
+            lineno += 1
+            rec.lines = lineno
+            if len(raw) > MAX_LINE_BYTES:
+                bad += 1
+                rec.problems.append(f"line {lineno}: longer than {MAX_LINE_BYTES:,} bytes, not a record line: skipped")
+                while raw and not raw.endswith(b"\n"):
+                    raw = fh.readline(MAX_LINE_BYTES + 1)
+                continue
+            if not raw.endswith(b"\n"):
+                if raw.strip():
+                    rec.truncated_tail = True
+                    rec.problems.append(f"line {lineno}: last line cut short ({len(raw)} bytes without a newline; the "
+                                        "process was probably killed while writing it): dropped")
+                break
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError) as exc:
+                bad += 1
+                if bad <= 5:
+                    rec.problems.append(f"line {lineno}: not a JSON record ({type(exc).__name__}): skipped")
+                continue
+            if not isinstance(obj, dict):
+                continue
+            kind = obj.get("t")
+            if kind == "header":
+                if not rec.header:
+                    rec.header = obj
+                continue
+            if kind == "end":
+                rec.end = obj
+                continue
+            obj["_line"] = lineno
+            if kind == "step":
+                if on_step is not None:
+                    on_step(obj)
+                if rec.nonfinite:
+                    if len(after) < keep_steps:
+                        after.append(obj)
+                else:
+                    before.append(obj)
+                continue
+            target = _KINDS.get(str(kind))
+            if target is None:
+                continue  # a newer minor version's line kind: ignored, not an error
+            held = getattr(rec, target)
+            if len(held) < KEEP.get(target, 1000):
+                held.append(obj)
+    if bad > 5:
+        rec.problems.append(f"{bad} lines in all were not JSON records")
+    rec.steps = list(before) + after
     if not rec.header:
         rec.problems.append("no header line: not an autopsy record, or its first line was lost")
     elif rec.header.get("format") != FORMAT:
