@@ -1,4 +1,4 @@
-"""Command line: ``autopsy run``, ``scan``, ``diff``, ``detectors``, ``explain``.
+"""Command line: ``autopsy run``, ``scan``, ``diff``, ``detectors``, ``explain``, ``watch``.
 
 Exit codes: 0 healthy / nothing at or above ``--fail-on``; 1 failure diagnosed (or, for ``scan``,
 a non-finite tensor); 2 usage or tool error. A user's mistake is one line with a hint; set
@@ -211,6 +211,11 @@ def diff_cmd(
     from autopsy.checkpoints.cli import diff_command
 
     raise typer.Exit(diff_command(a, b, fmt=fmt, output=output))
+
+
+from autopsy.watch import watch_cmd  # noqa: E402 - registered here, defined in its own module
+
+app.command("watch")(watch_cmd)
 
 
 def main() -> None:
