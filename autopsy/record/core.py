@@ -134,6 +134,7 @@ class Core:
         self.last_step = 0
         self._fd: int | None = None
         self._hooks: list[Any] = []
+        self._order_hooks: list[Any] = []
         self._order: list[int] = []
         self._order_seen: set[int] = set()
         self._order_done = False
@@ -170,8 +171,8 @@ class Core:
         for m in [model, *model.children()]:
             self._hooks.append(m.register_forward_pre_hook(self._pre, with_kwargs=True))
             self._hooks.append(m.register_forward_hook(self._post))
-        for i, p in enumerate(self.params):
-            self._hooks.append(p.register_hook(self._order_hook(i)))
+        self._order_hooks = [p.register_post_accumulate_grad_hook(self._order_hook(i))
+                             for i, p in enumerate(self.params)]
         if self.deep:
             mods = [(n, m) for n, m in model.named_modules() if n]
             self.modules = [n for n, _ in mods]
@@ -194,9 +195,9 @@ class Core:
         self.write(header)
 
     def remove_hooks(self) -> None:
-        for h in self._hooks:
+        for h in self._hooks + self._order_hooks:
             h.remove()
-        self._hooks = []
+        self._hooks, self._order_hooks = [], []
         if self._end_hook is not None:
             self._end_hook.remove()
             self._end_hook = None
@@ -244,10 +245,14 @@ class Core:
                 self._losses.append(loss)
 
     def _order_hook(self, i: int) -> Any:
-        def hook(grad: Any) -> None:
-            if not self._order_done and i not in self._order_seen:
+        def hook(param: Any) -> None:
+            if self._order_done or self._replaying:
+                return
+            if i not in self._order_seen:
                 self._order_seen.add(i)
                 self._order.append(i)
+            if self.early_norms and len(self._order) == len(self.params) and i == self._order[-1]:
+                self._pending = self._norms()  # every gradient of the first step is in
         return hook
 
     def _deep_hook(self, idx: int) -> Any:
@@ -277,6 +282,9 @@ class Core:
         if self._order_done or not self._order:
             return
         self._order_done = True
+        for h in self._order_hooks:
+            h.remove()
+        self._order_hooks = []
         if self.early_norms and self.params:
             last = self.params[self._order[-1]]
             if hasattr(last, "register_post_accumulate_grad_hook"):
