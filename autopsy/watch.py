@@ -3,8 +3,8 @@
 Polls the run (logs, trainer_state.json, TensorBoard events, the flight record) every
 ``--interval`` seconds; when any file changed (size or mtime), re-reads the run and runs the
 detectors, and prints each failure signature (detector code, root cause, onset step) the first time
-it appears. On the first finding at or above ``--fail-on`` it runs ``--on-failure CMD`` if given and
-exits 1. Ctrl-C (or SIGTERM) stops it cleanly with exit 0.
+it appears. On the first finding at or above ``--fail-on`` it reads on for ``GRACE`` seconds (what is
+written with a failure is printed with it), runs ``--on-failure CMD`` if given, and exits 1. Ctrl-C (or SIGTERM) stops it cleanly with exit 0.
 
 Why re-read instead of tailing: every reader already handles partial and growing files, and a run
 directory gains new files (checkpoints, event files) while it trains. The cost is bounded by
@@ -31,6 +31,9 @@ from autopsy.model import SEVERITY_RANK
 MAX_STAT = 20_000
 #: wait at least this multiple of the last analysis time before the next one
 BACKOFF = 2.0
+#: after the first failure, keep reading this long so what is written with it (the flight record's
+#: localisation line follows the non-finite step's line) is printed before acting
+GRACE = 2.0
 _SKIP = {".git", "__pycache__", "node_modules", ".cache", "wandb"}
 
 
@@ -89,8 +92,18 @@ def watch(path: Path, interval: float = 1.0, on_failure: str | None = None, shel
     started = time.monotonic()
     waited = False
     typer.echo(f"autopsy watch: following {path} (every {interval:g} s; Ctrl-C to stop)")
+    failed = None
+    act_at = 0.0
     while True:
-        if timeout is not None and time.monotonic() - started > timeout:
+        if failed is not None and time.monotonic() >= act_at:
+            if on_failure:
+                typer.echo(f"autopsy watch: running --on-failure: {on_failure}")
+                rc = _run_hook(on_failure, shell)
+                typer.echo(f"autopsy watch: --on-failure exited {rc}")
+            typer.echo(f"autopsy watch: {failed.code} at or above {fail_on}; run `autopsy run {shlex.quote(str(path))}` "
+                       "for the full report")
+            return 1
+        if failed is None and timeout is not None and time.monotonic() - started > timeout:
             typer.echo(f"autopsy watch: no finding at or above {fail_on} within {timeout:g} s")
             return 0
         if not path.exists():
@@ -101,7 +114,7 @@ def watch(path: Path, interval: float = 1.0, on_failure: str | None = None, shel
             continue
         fp = fingerprint(path)
         if fp == last:
-            time.sleep(interval)
+            time.sleep(min(interval, max(0.05, act_at - time.monotonic())) if failed else interval)
             continue
         last = fp
         t0 = time.monotonic()
@@ -113,7 +126,6 @@ def watch(path: Path, interval: float = 1.0, on_failure: str | None = None, shel
             continue
         cost = time.monotonic() - t0
         findings.sort(key=lambda f: (-SEVERITY_RANK.get(f.severity, 0), f.first_step if f.first_step is not None else 0))
-        failed = None
         for f in findings:
             sig = signature(f)
             if sig in seen:
@@ -123,15 +135,9 @@ def watch(path: Path, interval: float = 1.0, on_failure: str | None = None, shel
             typer.echo(f"[{time.strftime('%H:%M:%S')}] {f.severity:<8} {f.code}{step}: {f.title}")
             if SEVERITY_RANK.get(f.severity, 0) >= threshold and failed is None:
                 failed = f
-        if failed is not None:
-            if on_failure:
-                typer.echo(f"autopsy watch: running --on-failure: {on_failure}")
-                rc = _run_hook(on_failure, shell)
-                typer.echo(f"autopsy watch: --on-failure exited {rc}")
-            typer.echo(f"autopsy watch: {failed.code} at or above {fail_on}; run `autopsy run {shlex.quote(str(path))}` "
-                       "for the full report")
-            return 1
-        time.sleep(max(interval, BACKOFF * cost))
+                act_at = time.monotonic() + GRACE
+        if failed is None:
+            time.sleep(max(interval, BACKOFF * cost))
 
 
 def watch_cmd(
