@@ -4,7 +4,8 @@ Polls the run (logs, trainer_state.json, TensorBoard events, the flight record) 
 ``--interval`` seconds; when any file changed (size or mtime), re-reads the run and runs the
 detectors, and prints each failure signature (detector code, root cause, onset step) the first time
 it appears. On the first finding at or above ``--fail-on`` it reads on for ``GRACE`` seconds (what is
-written with a failure is printed with it), runs ``--on-failure CMD`` if given, and exits 1. Ctrl-C (or SIGTERM) stops it cleanly with exit 0.
+written with a failure is printed with it), runs ``--on-failure CMD`` if given, and exits 1.
+Ctrl-C (or SIGTERM) stops it cleanly with exit 0.
 
 Why re-read instead of tailing: every reader already handles partial and growing files, and a run
 directory gains new files (checkpoints, event files) while it trains. The cost is bounded by
@@ -100,7 +101,8 @@ def watch(path: Path, interval: float = 1.0, on_failure: str | None = None, shel
                 typer.echo(f"autopsy watch: running --on-failure: {on_failure}")
                 rc = _run_hook(on_failure, shell)
                 typer.echo(f"autopsy watch: --on-failure exited {rc}")
-            typer.echo(f"autopsy watch: {failed.code} at or above {fail_on}; run `autopsy run {shlex.quote(str(path))}` "
+            typer.echo(f"autopsy watch: {failed.code} at or above {fail_on}; "
+                       f"run `autopsy run {shlex.quote(str(path))}` "
                        "for the full report")
             return 1
         if failed is None and timeout is not None and time.monotonic() - started > timeout:
@@ -125,7 +127,8 @@ def watch(path: Path, interval: float = 1.0, on_failure: str | None = None, shel
             time.sleep(interval)
             continue
         cost = time.monotonic() - t0
-        findings.sort(key=lambda f: (-SEVERITY_RANK.get(f.severity, 0), f.first_step if f.first_step is not None else 0))
+        findings.sort(key=lambda f: (-SEVERITY_RANK.get(f.severity, 0),
+                                     f.first_step if f.first_step is not None else 0))
         for f in findings:
             sig = signature(f)
             if sig in seen:
@@ -148,7 +151,8 @@ def watch_cmd(
     shell: Annotated[bool, typer.Option("--shell", help="Run --on-failure through /bin/sh.")] = False,
     fail_on: Annotated[str, typer.Option("--fail-on", help="critical, error, warning or info.")] = "error",
     timeout: Annotated[float | None, typer.Option("--timeout", help="Stop after this many seconds (exit 0).")] = None,
-    checkpoints: Annotated[bool, typer.Option("--checkpoints", help="Also scan checkpoint tensors on each change.")] = False,
+    checkpoints: Annotated[bool, typer.Option("--checkpoints",
+                                              help="Also scan checkpoint tensors on each change.")] = False,
 ) -> None:
     """Follow a running run; print each new failure signature; exit 1 on the first error (or --fail-on)."""
     if fail_on not in SEVERITY_RANK:

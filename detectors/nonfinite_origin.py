@@ -112,7 +112,8 @@ def _finding(rec: dict[str, Any], ev: dict[str, Any]) -> Finding:
         evidence.append(Evidence(src, f"steps {gn[0]}-{gn[1]}", gn[2], step))
     action = ev.get("action")
     if action == "record":
-        message += " The step was recorded and let through (on_nonfinite='record'): the weights may be corrupt from here."
+        message += (" The step was recorded and let through (on_nonfinite='record'): the weights may be corrupt "
+                    "from here.")
     elif action in ("skip", "stop"):
         message += (f" The recorder dropped that step's gradients (on_nonfinite='{action}'), so the NaN never reached "
                     "the weights" + ("; training stopped" if action == "stop" else "") + ".")
@@ -121,7 +122,8 @@ def _finding(rec: dict[str, Any], ev: dict[str, Any]) -> Finding:
     if clean:
         c = clean[-1]
         evidence.append(Evidence(src, _where(rec, c.get("line"), c.get("step")),
-                                 f"checkpoint {c['path']} at step {c.get('step')} saved before any non-finite step reached "
+                                 f"checkpoint {c['path']} at step {c.get('step')} saved before any non-finite step "
+                                 "reached "
                                  "the weights", c.get("step")))
         remedies.insert(0, f"Resume from {c['path']} (step {c.get('step')}), saved with finite weights.")
     return Finding(code=CODE, name=SLUG, root_cause=root_cause, severity="error", confidence=0.9, title=title,
@@ -188,10 +190,12 @@ def _remedies(ev: dict[str, Any], module: Any, direction: Any) -> list[str]:
         out.append(f"Re-run the saved batch alone: safetensors.torch.load_file('{ev['batch']}'), then check its inputs "
                    "and labels (empty rows, extreme lengths, unseen token ids).")
     if direction == "forward" and module and module != "(input batch)":
-        out.append(f"Inspect {module}: an activation overflowing its dtype is the usual cause; compute it in fp32/bf16, "
+        out.append(f"Inspect {module}: an activation overflowing its dtype is the usual cause; compute it in "
+                   "fp32/bf16, "
                    "scale or clamp its input, or lower the learning rate if its weights grew.")
     elif direction == "backward":
-        out.append(f"Inspect the backward of {ev.get('module') or ev.get('param')} (a custom autograd function, a sqrt/log/"
+        out.append(f"Inspect the backward of {ev.get('module') or ev.get('param')} (a custom autograd function, "
+                   "a sqrt/log/"
                    "division at 0, or a loss term whose gradient is infinite).")
     out.append("Train with on_nonfinite='skip' or 'stop' so a non-finite step never reaches the weights.")
     return out

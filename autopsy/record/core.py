@@ -186,7 +186,8 @@ class Core:
         self.dir.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         header = {"t": "header", "format": FORMAT, "version": VERSION, "framework": self.framework,
-                  "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "mode": "deep" if self.deep else "cheap",
+                  "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                  "mode": "deep" if self.deep else "cheap",
                   "on_nonfinite": self.on_nonfinite, "model": type(model).__name__, "params": len(self.params),
                   "numel": int(sum(p.numel() for p in self.params)), "groups": self.groups,
                   "torch": torch.__version__, "ring": self.ring.maxlen, "update_every": self.update_every}
@@ -225,7 +226,8 @@ class Core:
         self.remove_hooks()
 
     def checkpoint(self, step: int, path: str, reason: str = "save") -> None:
-        self.write({"t": "checkpoint", "step": step, "path": path, "reason": reason, "clean": not self.dirty}, sync=True)
+        line = {"t": "checkpoint", "step": step, "path": path, "reason": reason, "clean": not self.dirty}
+        self.write(line, sync=True)
 
     # -- hooks ---------------------------------------------------------------------------------
     def _pre(self, module: Any, args: Any, kwargs: Any) -> None:
