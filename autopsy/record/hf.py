@@ -34,7 +34,7 @@ class AutopsyCallback(TrainerCallback):
         self.options = {"on_nonfinite": on_nonfinite, "deep": deep, "ring_size": ring_size,
                         "update_every": update_every, "save_batch": save_batch, "replay": replay}
         self.core: Core | None = None
-        self._stop_saved = False
+        self._pre_at = -1
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         if self.core is None:
@@ -46,13 +46,17 @@ class AutopsyCallback(TrainerCallback):
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, optimizer: Any = None, **kwargs: Any) -> Any:
         if self.core is None or self.core.model is None:
             return control
+        self._pre_at = state.global_step + 1
         self.core.pre_step(state.global_step + 1, optimizer=optimizer)
         if self.core.stopped:
             control.should_save = True
             control.should_training_stop = True
         return control
 
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+    def on_step_end(self, args: Any, state: Any, control: Any, optimizer: Any = None, **kwargs: Any) -> Any:
+        if self.core is not None and self.core.model is not None and self._pre_at != state.global_step:
+            # a transformers without on_pre_optimizer_step (< 4.46): record after the step, nothing to prevent
+            self.core.pre_step(state.global_step, optimizer=optimizer)
         if self.core is not None and self.core.stopped:
             control.should_save = True
             control.should_training_stop = True
