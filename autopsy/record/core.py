@@ -530,8 +530,7 @@ class Core:
                 return
             name = names.get(module) or type(module).__name__
             inputs_ok = not _has_nonfinite((args, kwargs))
-            found.update(module=name if inputs_ok or not name else name, type=type(module).__name__,
-                         input_finite=inputs_ok)
+            found.update(module=name, type=type(module).__name__, input_finite=inputs_ok)
             if not inputs_ok and name and "." in name:
                 # this module got non-finite input: the origin is code in its parent between children
                 found["module"] = name.rsplit(".", 1)[0]
