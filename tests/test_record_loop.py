@@ -137,3 +137,48 @@ def test_bad_action_rejected(tmp_path):
 
     with pytest.raises(ValueError, match="on_nonfinite"):
         Recorder(tmp_path, on_nonfinite="halt")
+
+
+def test_overflow_in_parent_code_and_non_finite_input(tmp_path):
+    """A plain nn.Module (not HF), tensor batches: an overflow computed in a block's own forward code
+    (between its children) is attributed to that block; a NaN in the input batch is named as such."""
+    from autopsy.record import Recorder
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner, self.outer = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+            self.boost = 1.0
+
+        def forward(self, x):
+            return self.outer(self.inner(x) * self.boost)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.Sequential(Block(), Block(), Block())
+            self.head = torch.nn.Linear(8, 1)
+
+        def forward(self, x):
+            return self.head(self.blocks(x)).mean()
+
+    torch.manual_seed(0)
+    net = Net()
+    opt = torch.optim.SGD(net.parameters(), lr=1e-3)
+    rec = Recorder(tmp_path, model=net, on_nonfinite="skip")
+    for step in range(1, 5):
+        x = torch.randn(4, 8)
+        net.blocks[1].boost = 1e39 if step == 2 else 1.0  # fp32 overflow to inf inside blocks.1's own code
+        if step == 3:
+            x[1, 2] = float("nan")
+        loss = net(x)
+        loss.backward()
+        if rec.step(loss=loss, optimizer=opt, batch=x):
+            opt.step()
+        opt.zero_grad()
+    rec.close()
+    events = {e["step"]: e for e in _record(tmp_path).nonfinite}
+    assert events[2]["direction"] == "forward" and events[2]["module"] == "blocks.1"
+    assert "blocks.1.outer received a non-finite input" in events[2]["note"]
+    assert events[3]["module"] == "(input batch)"
+    assert all(bool(torch.isfinite(p).all()) for p in net.parameters())
