@@ -154,8 +154,10 @@ def test_watch_ctrl_c_stops_cleanly(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     (run / "train.log").write_text("{'loss': 2.0, 'grad_norm': 1.0, 'learning_rate': 1e-4, 'epoch': 0.1}\n")
+    # a test runner started in the background has SIGINT ignored, and children inherit that: restore it
     proc = subprocess.Popen(AUTOPSY + ["watch", str(run), "--interval", "0.2"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     line = proc.stdout.readline()
     assert "following" in line
