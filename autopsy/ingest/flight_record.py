@@ -54,8 +54,9 @@ def read(found: Found, builder: RunBuilder) -> None:
         builder.framework(str(fw))
     onset = rec.onset
     groups = rec.groups
-    upto = onset.get("step") if onset else None
-    heat_rows = [s for s in rec.steps if isinstance(s.get("g"), list) and (upto is None or s.get("step", 0) <= upto)]
+    upto = _int(onset.get("step")) if onset else None
+    heat_rows = [s for s in rec.steps if isinstance(s.get("g"), list) and _int(s.get("step")) is not None
+                 and (upto is None or _int(s.get("step")) <= upto)]
     heat_rows = heat_rows[-HEAT_STEPS:]
     builder.run.flight_records.append({
         "source": source,
@@ -70,12 +71,17 @@ def read(found: Found, builder: RunBuilder) -> None:
                  "values": [[num(v) for v in s["g"]] for s in heat_rows],
                  "loss": [num(s.get("loss")) for s in heat_rows],
                  "lines": [s.get("_line") for s in heat_rows]},
-        "updates": [_clean(u) for u in rec.updates if upto is None or u.get("step", 0) <= upto][-5:],
+        "updates": [_clean(u) for u in rec.updates
+                    if _int(u.get("step")) is not None and (upto is None or _int(u.get("step")) <= upto)][-5:],
         "checkpoints": [_clean(c) for c in rec.checkpoints],
         "end": _clean(rec.end) if rec.end else None,
         "truncated": rec.truncated_tail,
-        "last_step": rec.steps[-1].get("step") if rec.steps else None,
+        "last_step": _int(rec.steps[-1].get("step")) if rec.steps else None,
     })
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def _clean(obj: dict[str, Any]) -> dict[str, Any]:
