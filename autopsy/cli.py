@@ -1,4 +1,4 @@
-"""Command line: ``autopsy run``, ``scan``, ``diff``, ``detectors``, ``explain``, ``known-issues``, ``preflight``.
+"""Command line: ``autopsy run``, ``scan``, ``diff``, ``detectors``, ``explain``, ``known-issues``, ``preflight``, ``watch``.
 
 Exit codes: 0 healthy / nothing at or above ``--fail-on``; 1 failure diagnosed (or, for ``scan``,
 a non-finite tensor); 2 usage or tool error. A user's mistake is one line with a hint; set
@@ -277,6 +277,11 @@ def preflight_cmd(
     from autopsy.known_issues.cli import preflight_command
 
     raise typer.Exit(preflight_command(configs or [], fmt=fmt, use_env=not no_env))
+
+
+from autopsy.watch import watch_cmd  # noqa: E402 - registered here, defined in its own module
+
+app.command("watch")(watch_cmd)
 
 
 def main() -> None:

@@ -70,6 +70,8 @@ def classify(path: Path, size: int) -> str:
         return "trainer_state"
     if _RESULTS.match(low):
         return "results_json"
+    if path.parent.name == "autopsy-record" and (low.endswith(".jsonl") or low.startswith("batch-step")):
+        return "autopsy_record" if low.endswith(".jsonl") else "ignored"  # autopsy.record (docs/record.md)
     if low == "metrics.csv":
         return "lightning_csv"
     if low == "hparams.yaml":

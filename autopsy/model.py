@@ -251,6 +251,8 @@ class Run:
     series_sources: dict[str, str] = field(default_factory=dict)
     #: free-form cross-checkpoint analysis results (filled by autopsy.checkpoints)
     checkpoint_analysis: dict[str, Any] = field(default_factory=dict)
+    #: flight records written by autopsy.record during training (autopsy/ingest/flight_record.py), one per file
+    flight_records: list[dict[str, Any]] = field(default_factory=list)
 
     # -- helpers for detectors -------------------------------------------------------------
     def series(self, metric: str) -> pd.DataFrame:

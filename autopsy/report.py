@@ -47,6 +47,7 @@ def build_report(analysis: Analysis, command: str | None = None) -> dict[str, An
             "events": events_json(run),
             "checkpoints": checkpoints_json(run),
             "checkpoint_analysis": jsonable(run.checkpoint_analysis),
+            "flight_records": jsonable(run.flight_records),
         },
     }
 

@@ -21,6 +21,7 @@ from detectors import (  # config/event detectors
     masked_batches,
     nan_in_data,
     nonfinite_onset,
+    nonfinite_origin,
     overflow_then_zero,
     padding_free,
     sequence_parallel,
@@ -30,6 +31,7 @@ from detectors import (  # config/event detectors
 ALL: list[ModuleType] = [
     nonfinite_onset,
     checkpoint_damage,
+    nonfinite_origin,
     overflow_then_zero,
     fp16_overflow,
     lr_too_high,

@@ -37,6 +37,7 @@ NAMES = {
     "requirements": "requirements.txt",
     "metrics_csv": "results.csv",
     "archive": "logs.gz",
+    "autopsy_record": "autopsy-record/record.jsonl",
 }
 
 
@@ -122,7 +123,30 @@ def _seeds() -> dict[str, bytes]:
                     b'  File "t.py", line 1, in <module>\nRuntimeError: CUDA out of memory.\n',
         "tfevents": tb,
         **_tracker_seeds(),
+        "autopsy_record": _flight_record(),
     }
+
+
+def _flight_record() -> bytes:
+    """A real flight record (autopsy.record.Recorder) of a tiny model whose loss goes NaN at step 2."""
+    import torch
+
+    from autopsy.record import Recorder
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 1))
+    with tempfile.TemporaryDirectory() as d:
+        rec = Recorder(d, model=net, on_nonfinite="skip", update_every=1)
+        for step in range(1, 4):
+            x = torch.randn(2, 4)
+            if step == 2:
+                x[0, 0] = float("nan")
+            loss = net(x).mean()
+            loss.backward()
+            rec.step(loss=loss, batch={"input_ids": torch.ones(2, 4, dtype=torch.long), "x": x})
+            net.zero_grad()
+        rec.close()
+        return rec.path.read_bytes()
 
 
 SEEDS = _seeds()
@@ -135,6 +159,7 @@ def _check_reader(kind: str, data: bytes, tmp: Path) -> None:
     run = tmp / "run"
     run.mkdir(parents=True, exist_ok=True)
     p = run / NAMES[kind]
+    p.parent.mkdir(parents=True, exist_ok=True)
     p.write_bytes(data)
     (run / "model-00001-of-00001.safetensors").write_bytes(CKPT_SEEDS["model.safetensors"])
     b = RunBuilder(run)
@@ -217,6 +242,7 @@ def test_seeds_are_good_files(kind: str, tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()
     p = run / NAMES[kind]
+    p.parent.mkdir(parents=True, exist_ok=True)
     p.write_bytes(SEEDS[kind])
     (run / "model-00001-of-00001.safetensors").write_bytes(CKPT_SEEDS["model.safetensors"])
     b = RunBuilder(run)

@@ -15,7 +15,8 @@ Reader = Callable[[Found, RunBuilder], None]
 #: reader modules, each exporting READERS = {kind: read}
 READER_MODULES = ("autopsy.ingest.structured", "autopsy.ingest.textlog", "autopsy.ingest.tensorboard",
                   "autopsy.ingest.mlflow_store", "autopsy.ingest.wandb_run",
-                  "autopsy.ingest.columns", "autopsy.ingest.archives")
+                  "autopsy.ingest.columns", "autopsy.ingest.archives",
+                  "autopsy.ingest.flight_record")
 
 
 def readers(broken: dict[str, str] | None = None) -> dict[str, Reader]:

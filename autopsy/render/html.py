@@ -14,7 +14,7 @@ from typing import Any
 
 import jinja2
 
-from autopsy.render import charts, view
+from autopsy.render import charts, heatmap, view
 
 TEMPLATE = "report.html.j2"
 #: CSP of the report: nothing may be fetched; no script may run. Kept in one place for the tests.
@@ -73,6 +73,7 @@ def context(report: dict[str, Any]) -> dict[str, Any]:
         "onset": onset,
         "panels": charts.build_panels(run.get("series"), markers(report, ck, onset)),
         "checkpoints": ck,
+        "heatmaps": heatmap.build(view.lst(run.get("flight_records"))),
         "analysis": analysis,
         "config": view.config(report),
         "artifacts": artifacts,

@@ -1,0 +1,775 @@
+"""The recorder itself, shared by the HF, Lightning and plain-loop front ends.
+
+Cost model (why it stays cheap): per step, one fused ``torch._foreach_norm`` over the gradients
+that exist anyway, one ``index_add_`` to per-layer sums, and one host sync (a single ``tolist()``)
+for loss, norms and token counts together; the inputs of the step's outermost module calls are
+kept by reference (no copy) with the RNG state, so a non-finite step can be replayed with hooks
+afterwards instead of hooking every module on every step. Deep mode adds forward hooks and
+output-gradient hooks on every module (two small reductions each).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from autopsy.record.format import FORMAT, RECORD_DIR, RECORD_FILE, VERSION
+
+ACTIONS = ("record", "skip", "stop")
+#: steps kept in memory and dumped on the first non-finite step
+RING_SIZE = 64
+#: the update/weight ratio is sampled every this many steps (it needs a copy of a weight sample)
+UPDATE_EVERY = 50
+#: elements per parameter in that sample: bounded memory whatever the model size
+UPDATE_SAMPLE = 4096
+#: outermost module calls kept per step for the replay (gradient accumulation makes several)
+MAX_CALLS = 64
+#: non-finite steps localised in full (replay, batch saved); later ones are only recorded
+MAX_LOCALISE = 3
+#: significant digits of per-layer numbers: a 30-layer step line stays far below 2 KB
+SIG = 4
+#: label value ignored by the loss (HF, PyTorch cross_entropy default)
+IGNORE_INDEX = -100
+_ID_KEYS = ("id", "ids", "idx", "index", "sample_id", "sample_ids", "sample_idx")
+
+
+def group_of(name: str) -> str:
+    """The layer a parameter belongs to: the name up to its first numeric component
+    (``model.layers.3``), else its module (``model.embed_tokens``, ``lm_head``)."""
+    parts = name.split(".")
+    for i, p in enumerate(parts[:-1]):
+        if p.isdigit():
+            return ".".join(parts[: i + 1])
+    return ".".join(parts[:-1]) or name
+
+
+def _r(x: float) -> float:
+    return float(f"{x:.{SIG}g}") if math.isfinite(x) else x
+
+
+def _tensors(obj: Any, depth: int = 0) -> list[Any]:
+    """Tensors inside a module output / input (tuples, lists, dicts, ModelOutput), shallowly."""
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if depth > 3:
+        return []
+    if isinstance(obj, dict):
+        return [t for v in obj.values() for t in _tensors(v, depth + 1)]
+    if isinstance(obj, (list, tuple)):
+        return [t for v in obj for t in _tensors(v, depth + 1)]
+    return []
+
+
+def _has_nonfinite(obj: Any) -> bool:
+    import torch
+
+    return any(t.is_floating_point() and t.numel() and not bool(torch.isfinite(t).all()) for t in _tensors(obj))
+
+
+def _loss_of(out: Any) -> Any:
+    import torch
+
+    loss = out.get("loss") if isinstance(out, dict) else getattr(out, "loss", None)
+    if isinstance(loss, torch.Tensor) and loss.numel() == 1 and loss.is_floating_point():
+        return loss.detach().reshape(())
+    return None
+
+
+def _rng_state() -> tuple[Any, Any]:
+    import torch
+
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    return torch.get_rng_state(), cuda
+
+
+def _set_rng(state: tuple[Any, Any]) -> None:
+    import torch
+
+    torch.set_rng_state(state[0])
+    if state[1] is not None:
+        torch.cuda.set_rng_state_all(state[1])
+
+
+class _Call:
+    __slots__ = ("module", "args", "kwargs", "rng")
+
+    def __init__(self, module: Any, args: Any, kwargs: Any, rng: Any) -> None:
+        self.module, self.args, self.kwargs, self.rng = module, args, kwargs, rng
+
+
+class Core:
+    """Ring buffer + append-only record + non-finite localisation for one model."""
+
+    def __init__(self, output_dir: str | os.PathLike[str], framework: str, on_nonfinite: str = "record",
+                 deep: bool = False, ring_size: int = RING_SIZE, update_every: int = UPDATE_EVERY,
+                 save_batch: bool = True, replay: bool = True, overflow_is_normal: bool = False,
+                 early_norms: bool = False) -> None:
+        if on_nonfinite not in ACTIONS:
+            raise ValueError(f"on_nonfinite must be one of {', '.join(ACTIONS)}, not {on_nonfinite!r}")
+        self.dir = Path(output_dir) / RECORD_DIR
+        rank = int(os.environ.get("RANK", "0") or 0)
+        self.path = self.dir / (RECORD_FILE if rank == 0 else f"record.rank{rank}.jsonl")
+        self.framework, self.on_nonfinite, self.deep = framework, on_nonfinite, deep
+        self.update_every, self.save_batch, self.replay = update_every, save_batch, replay
+        #: with fp16 loss scaling a non-finite gradient is an overflow the scaler skips, not a failure
+        self.overflow_is_normal = overflow_is_normal
+        #: compute gradient norms when backward ends (HF clips before its pre-optimizer hook)
+        self.early_norms = early_norms
+        self.ring: deque[dict[str, Any]] = deque(maxlen=ring_size)
+        self.model: Any = None
+        self.names: list[str] = []
+        self.params: list[Any] = []
+        self.groups: list[str] = []
+        self.modules: list[str] = []
+        self.nonfinite_steps = 0
+        self.stopped = False
+        self.dirty = False  # a non-finite step was let through: weights may be corrupt
+        self.last_step = 0
+        self._fd: int | None = None
+        self._hooks: list[Any] = []
+        self._order_hooks: list[Any] = []
+        self._order: list[int] = []
+        self._order_seen: set[int] = set()
+        self._order_done = False
+        self._end_hook: Any = None
+        self._pending: Any = None
+        self._calls: list[_Call] = []
+        self._losses: list[Any] = []
+        self._depth = 0
+        self._replaying = False
+        self._fwd: list[tuple[int, Any]] = []
+        self._bwd: list[tuple[int, Any]] = []
+        self._snap: tuple[int, list[Any], list[int]] | None = None
+        self._gidx: Any = None
+
+    # -- set-up ------------------------------------------------------------------------------
+    def attach(self, model: Any) -> None:
+        """Hook the model (idempotent) and write the header."""
+        import torch
+
+        if model is self.model:
+            return
+        self.remove_hooks()
+        self.model = model
+        named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        self.names = [n for n, _ in named]
+        self.params = [p for _, p in named]
+        index: dict[str, int] = {}
+        gidx = []
+        for n in self.names:
+            g = group_of(n)
+            gidx.append(index.setdefault(g, len(index)))
+        self.groups = list(index)
+        self._gidx = torch.tensor(gidx, dtype=torch.long)
+        for m in [model, *model.children()]:
+            self._hooks.append(m.register_forward_pre_hook(self._pre, with_kwargs=True))
+            self._hooks.append(m.register_forward_hook(self._post))
+        self._order_hooks = [p.register_post_accumulate_grad_hook(self._order_hook(i))
+                             for i, p in enumerate(self.params)]
+        if self.deep:
+            mods = [(n, m) for n, m in model.named_modules() if n]
+            self.modules = [n for n, _ in mods]
+            for idx, (_, m) in enumerate(mods):
+                self._hooks.append(m.register_forward_hook(self._deep_hook(idx)))
+        self._open(model)
+
+    def _open(self, model: Any) -> None:
+        import torch
+
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        header = {"t": "header", "format": FORMAT, "version": VERSION, "framework": self.framework,
+                  "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                  "mode": "deep" if self.deep else "cheap",
+                  "on_nonfinite": self.on_nonfinite, "model": type(model).__name__, "params": len(self.params),
+                  "numel": int(sum(p.numel() for p in self.params)), "groups": self.groups,
+                  "torch": torch.__version__, "ring": self.ring.maxlen, "update_every": self.update_every}
+        if self.deep:
+            header["modules"] = self.modules
+        self.write(header)
+
+    def remove_hooks(self) -> None:
+        for h in self._hooks + self._order_hooks:
+            h.remove()
+        self._hooks, self._order_hooks = [], []
+        if self._end_hook is not None:
+            self._end_hook.remove()
+            self._end_hook = None
+
+    # -- the record ----------------------------------------------------------------------------
+    def write(self, obj: dict[str, Any], sync: bool = False) -> None:
+        """One line, one write(2): a killed process leaves whole lines (and at most one cut last line)."""
+        if self._fd is None:
+            return
+        data = (json.dumps(obj, separators=(",", ":"), allow_nan=True, default=str) + "\n").encode("utf-8")
+        view = memoryview(data)
+        while view:
+            n = os.write(self._fd, view)
+            view = view[n:]
+        if sync:
+            os.fsync(self._fd)
+
+    def close(self, status: str = "finished") -> None:
+        if self._fd is None:
+            return
+        self.write({"t": "end", "step": self.last_step, "status": "stopped" if self.stopped else status,
+                    "nonfinite_steps": self.nonfinite_steps}, sync=True)
+        os.close(self._fd)
+        self._fd = None
+        self.remove_hooks()
+
+    def checkpoint(self, step: int, path: str, reason: str = "save") -> None:
+        line = {"t": "checkpoint", "step": step, "path": path, "reason": reason, "clean": not self.dirty}
+        self.write(line, sync=True)
+
+    # -- hooks ---------------------------------------------------------------------------------
+    def _pre(self, module: Any, args: Any, kwargs: Any) -> None:
+        if self._replaying:
+            return
+        if self._depth == 0 and len(self._calls) < MAX_CALLS:
+            self._calls.append(_Call(module, args, kwargs, _rng_state() if self.replay else None))
+        self._depth += 1
+
+    def _post(self, module: Any, args: Any, out: Any) -> None:
+        if self._replaying:
+            return
+        self._depth = max(0, self._depth - 1)
+        if self._depth == 0:
+            loss = _loss_of(out)
+            if loss is not None:
+                self._losses.append(loss)
+
+    def _order_hook(self, i: int) -> Any:
+        def hook(param: Any) -> None:
+            if self._order_done or self._replaying:
+                return
+            if i not in self._order_seen:
+                self._order_seen.add(i)
+                self._order.append(i)
+            if self.early_norms and len(self._order) == len(self.params) and i == self._order[-1]:
+                self._pending = self._norms()  # every gradient of the first step is in
+        return hook
+
+    def _deep_hook(self, idx: int) -> Any:
+        import torch
+
+        inf = float("inf")
+
+        def grad_hook(g: Any) -> None:
+            if g is not None and g.is_floating_point() and g.numel():
+                self._bwd.append((idx, torch.linalg.vector_norm(g.detach(), inf)))
+
+        def hook(module: Any, args: Any, out: Any) -> None:
+            if self._replaying:
+                return
+            ts = [t for t in _tensors(out) if t.is_floating_point() and t.numel()]
+            if not ts:
+                return
+            t = ts[0]
+            self._fwd.append((idx, torch.linalg.vector_norm(t.detach(), inf)))
+            if t.requires_grad and torch.is_grad_enabled():
+                t.register_hook(grad_hook)
+        return hook
+
+    def _finish_order(self) -> None:
+        """After the first backward the order in which gradients arrived is known: stop recording it,
+        and (HF) hook the last parameter so norms are taken before gradient clipping."""
+        if self._order_done or not self._order:
+            return
+        self._order_done = True
+        for h in self._order_hooks:
+            h.remove()
+        self._order_hooks = []
+        if self.early_norms and self.params:
+            last = self.params[self._order[-1]]
+            if hasattr(last, "register_post_accumulate_grad_hook"):
+                self._end_hook = last.register_post_accumulate_grad_hook(self._backward_end)
+
+    def _backward_end(self, param: Any) -> None:
+        if not self._replaying:
+            self._pending = self._norms()
+
+    def add_loss(self, loss: Any) -> None:
+        import torch
+
+        if isinstance(loss, torch.Tensor):
+            self._losses.append(loss.detach().float().reshape(-1)[:1].reshape(()))
+        elif isinstance(loss, (int, float)):
+            self._losses.append(torch.tensor(float(loss)))
+
+    # -- per step ------------------------------------------------------------------------------
+    def _norms(self) -> tuple[Any, list[int]] | None:
+        import torch
+
+        present = [i for i, p in enumerate(self.params) if p.grad is not None]
+        if not present:
+            return None
+        grads = [self.params[i].grad.detach() for i in present]
+        norms = torch._foreach_norm(grads)
+        dev = norms[0].device
+        if any(n.device != dev for n in norms):
+            norms = [n.to(dev) for n in norms]
+        return torch.stack(norms).float(), present
+
+    def pre_step(self, step: int, loss: Any = None, optimizer: Any = None, batch: Any = None,
+                 scaler: Any = None) -> bool:
+        """Record one step (gradients computed, optimizer not yet stepped). Returns whether the
+        optimizer step may go on; on a non-finite step it localises, saves the batch and acts."""
+        import torch
+
+        self.last_step = step
+        if loss is not None:
+            self._losses = []
+            self.add_loss(loss)
+        self._finish_order()
+        got = self._pending if self._pending is not None else self._norms()
+        self._pending = None
+        batch = batch if batch is not None else self._batch_from_calls()
+        entry: dict[str, Any] = {"t": "step", "step": step}
+        pnorms = None
+        if got is not None:
+            pnorms, present = got
+            dev = pnorms.device
+            gidx = self._gidx.to(dev)[torch.tensor(present, device=dev)]
+            gsq = torch.zeros(len(self.groups), device=dev).index_add_(0, gidx, pnorms * pnorms)
+            parts = [gsq.sqrt(), gsq.sum().sqrt().reshape(1)]
+        else:
+            dev = torch.device("cpu")
+            parts = [torch.full((len(self.groups),), float("nan")), torch.tensor([float("nan")])]
+        loss_t = torch.stack([x.to(dev).float() for x in self._losses]).mean().reshape(1) if self._losses else None
+        tok = _token_counts(batch, dev)
+        vec = torch.cat([*parts, *([loss_t] if loss_t is not None else []), *([tok] if tok is not None else [])])
+        values = vec.tolist()
+        G = len(self.groups)
+        group_norms, gnorm = values[:G], values[G]
+        rest = values[G + 1:]
+        loss_v = rest.pop(0) if loss_t is not None else None
+        entry["loss"] = loss_v
+        entry["lr"] = _lr(optimizer)
+        if scaler is not None:
+            try:
+                entry["scale"] = float(scaler.get_scale())
+            except Exception:  # noqa: BLE001 - a scaler without get_scale: no scale recorded
+                pass
+        entry["gn"] = _r(gnorm) if got is not None else None
+        entry["g"] = [_r(x) for x in group_norms] if got is not None else None
+        if tok is not None:
+            entry["tokens"], entry["sup"] = int(rest[0]), (int(rest[1]) if rest[1] >= 0 else None)
+        shape = _shape(batch)
+        if shape:
+            entry["shape"] = shape
+        ids = _sample_ids(batch)
+        if ids is not None:
+            entry["ids"] = ids
+        if len(self._calls) > 1:
+            entry["micro"] = len(self._calls)
+        deep = self._deep_entry() if self.deep else None
+        if deep is not None:
+            entry["a"] = deep.pop("group_amax")
+        ring_entry = dict(entry, **(deep or {}))
+        self.ring.append(ring_entry)
+        bad_grad = got is not None and not math.isfinite(gnorm)
+        bad_loss = loss_v is not None and not math.isfinite(loss_v)
+        if bad_grad or bad_loss:
+            entry["nf"] = 1
+        self.write(entry)
+        self._update_ratio(step)
+        proceed = True
+        if bad_grad or bad_loss:
+            if self.overflow_is_normal and not bad_loss:
+                self.write({"t": "overflow", "step": step, "gn": gnorm})
+            else:
+                proceed = self._nonfinite(step, entry, ring_entry, pnorms, got[1] if got else [], bad_loss, batch,
+                                          optimizer)
+        self._calls, self._losses, self._depth = [], [], 0
+        self._fwd, self._bwd = [], []
+        return proceed
+
+    def _deep_entry(self) -> dict[str, Any] | None:
+        import torch
+
+        if not self._fwd and not self._bwd:
+            return None
+        n_f = len(self._fwd)
+        vals = torch.stack([v.float().cpu() for _, v in self._fwd + self._bwd]).tolist()
+        fwd, bwd = vals[:n_f], vals[n_f:]
+        per_f = [None] * len(self.modules)
+        per_b = [None] * len(self.modules)
+        first_f = next((self.modules[i] for (i, _), v in zip(self._fwd, fwd) if not math.isfinite(v)), None)
+        first_b = next((self.modules[i] for (i, _), v in zip(self._bwd, bwd) if not math.isfinite(v)), None)
+        for (i, _), v in zip(self._fwd, fwd):
+            per_f[i] = v if per_f[i] is None or not math.isfinite(v) or v > per_f[i] else per_f[i]
+        for (i, _), v in zip(self._bwd, bwd):
+            per_b[i] = v if per_b[i] is None or not math.isfinite(v) or v > per_b[i] else per_b[i]
+        gmax: dict[str, float] = {}
+        for name, v in zip(self.modules, per_f):
+            if v is None:
+                continue
+            g = group_of(name + ".x")
+            if g in self.groups:
+                gmax[g] = v if not math.isfinite(v) or v > gmax.get(g, -1.0) else gmax[g]
+        return {"fwd_amax": [_r(v) if v is not None else None for v in per_f],
+                "bwd_amax": [_r(v) if v is not None else None for v in per_b],
+                "first_nonfinite_output": first_f, "first_nonfinite_grad": first_b,
+                "group_amax": [_r(gmax[g]) if g in gmax else None for g in self.groups]}
+
+    def _update_ratio(self, step: int) -> None:
+        """|update| / |weight| per layer on a fixed sample of each parameter, every k steps."""
+        import torch
+
+        if not self.update_every or not self.params:
+            return
+        if self._snap is not None:
+            at, snap, idx = self._snap
+            self._snap = None
+            cur = [self.params[i].detach().reshape(-1)[:UPDATE_SAMPLE].float() for i in idx]
+            d = torch._foreach_norm(torch._foreach_sub(cur, snap))
+            w = torch._foreach_norm(snap)
+            dev = d[0].device
+            gi = self._gidx.to(dev)[torch.tensor(idx, device=dev)]
+            dsq = torch.zeros(len(self.groups), device=dev).index_add_(0, gi, torch.stack(d) ** 2)
+            wsq = torch.zeros(len(self.groups), device=dev).index_add_(0, gi, torch.stack(w) ** 2)
+            vals = torch.cat([(dsq / wsq.clamp_min(1e-30)).sqrt(), (dsq.sum() / wsq.sum().clamp_min(1e-30)).sqrt()
+                              .reshape(1)]).tolist()
+            self.write({"t": "update", "step": at, "ratio": _r(vals[-1]), "g": [_r(v) for v in vals[:-1]]})
+        if step % self.update_every == 0 or step == 1:
+            idx = [i for i, p in enumerate(self.params) if p.is_contiguous()]
+            self._snap = (step, [self.params[i].detach().reshape(-1)[:UPDATE_SAMPLE].float().clone() for i in idx], idx)
+
+    # -- the non-finite step ---------------------------------------------------------------------
+    def _nonfinite(self, step: int, entry: dict[str, Any], ring_entry: dict[str, Any], pnorms: Any,
+                   present: list[int], bad_loss: bool, batch: Any, optimizer: Any) -> bool:
+        self.nonfinite_steps += 1
+        first = self.nonfinite_steps == 1
+        event: dict[str, Any] = {"t": "nonfinite", "step": step, "what": "loss" if bad_loss else "grad",
+                                 "loss": entry.get("loss"), "gn": entry.get("gn")}
+        if self.nonfinite_steps <= MAX_LOCALISE:
+            event.update(self._localise(pnorms, present, bad_loss, ring_entry))
+            if self.save_batch:
+                event.update(self._save_batch(step, batch))
+        if first:
+            self.write({"t": "ring", "step": step, "steps": list(self.ring)})
+        event["action"] = self.on_nonfinite
+        if self.on_nonfinite == "record":
+            self.dirty = True
+        else:
+            self.drop_grads(optimizer)
+        if self.on_nonfinite == "stop":
+            self.stopped = True
+        self.write(event, sync=True)
+        return self.on_nonfinite == "record"
+
+    def drop_grads(self, optimizer: Any = None) -> None:
+        """Set every gradient to None: optimizers skip parameters without a gradient, so neither the
+        weights nor the optimizer state take this step (zeroing would still move them by momentum)."""
+        for p in self.params:
+            p.grad = None
+        if optimizer is not None:
+            for g in getattr(optimizer, "param_groups", []):
+                for p in g.get("params", []):
+                    p.grad = None
+
+    def _localise(self, pnorms: Any, present: list[int], bad_loss: bool, ring_entry: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        bad: list[int] = []
+        if pnorms is not None:
+            vals = pnorms.tolist()
+            bad = [present[k] for k, v in enumerate(vals) if not math.isfinite(v)]
+        out["nonfinite_params"] = len(bad)
+        out["params"] = len(self.params)
+        out["nonfinite_groups"] = len({group_of(self.names[i]) for i in bad})
+        if bad:
+            out["first_in_model_order"] = self.names[bad[0]]
+        fwd = self._replay_forward() if (self.replay and self._calls) else None
+        if fwd is None and ring_entry.get("first_nonfinite_output"):
+            fwd = {"module": ring_entry["first_nonfinite_output"], "how": "deep"}
+        if self.deep:
+            out["deep"] = {"first_nonfinite_output": ring_entry.get("first_nonfinite_output"),
+                           "first_nonfinite_grad": ring_entry.get("first_nonfinite_grad")}
+        if fwd is not None and fwd.get("module"):
+            out.update(direction="forward", **fwd)
+            out["group"] = group_of(fwd["module"] + ".x") if fwd["module"] != "(input batch)" else None
+            return out
+        if bad_loss:
+            out.update(direction="forward", module=None, how=(fwd or {}).get("how", "loss"),
+                       note="every module output was finite: the loss computation itself went non-finite"
+                       if fwd is not None else "the loss was non-finite; no replay was possible")
+            return out
+        if bad:
+            if self._order_done:
+                pos = {i: k for k, i in enumerate(self._order)}
+                first = min(bad, key=lambda i: pos.get(i, len(pos)))
+                how = "backward-order"
+            else:
+                first, how = bad[-1], "model-order (the backward order was not known yet)"
+            name = self.names[first]
+            out.update(direction="backward", param=name, module=name.rsplit(".", 1)[0], group=group_of(name), how=how)
+            if fwd is not None:
+                out["replay"] = "forward finite"
+        return out
+
+    def _replay_forward(self) -> dict[str, Any] | None:
+        """Re-run the step's outermost module calls on their saved inputs under their saved RNG state,
+        with a forward hook on every module: the first whose output is non-finite is the origin
+        (hooks fire when a module returns, so children before parents, in execution order)."""
+        import torch
+
+        model = self.model
+        names = {m: n for n, m in model.named_modules()}
+        found: dict[str, Any] = {}
+
+        def hook(module: Any, args: Any, kwargs: Any, out: Any) -> None:
+            if found or not _has_nonfinite(out):
+                return
+            name = names.get(module) or type(module).__name__
+            inputs_ok = not _has_nonfinite((args, kwargs))
+            found.update(module=name, type=type(module).__name__, input_finite=inputs_ok)
+            if not inputs_ok and name and "." in name:
+                # this module got non-finite input: the origin is code in its parent between children
+                found["module"] = name.rsplit(".", 1)[0]
+                found["note"] = f"{name} received a non-finite input computed in its parent's own code"
+
+        handles = [m.register_forward_hook(hook, with_kwargs=True) for m in model.modules()]
+        saved_rng = _rng_state()
+        buffers = [(b, b.detach().clone()) for b in model.buffers()]
+        self._replaying = True
+        try:
+            with torch.no_grad():
+                for call in self._calls:
+                    if _has_nonfinite((call.args, call.kwargs)):
+                        return {"module": "(input batch)", "how": "replay", "input_finite": False}
+                    if call.rng is not None:
+                        _set_rng(call.rng)
+                    out = call.module(*call.args, **call.kwargs)
+                    if found:
+                        break
+                    if _has_nonfinite(out):
+                        found.update(module=names.get(call.module) or type(call.module).__name__,
+                                     type=type(call.module).__name__, input_finite=True)
+                        break
+        except Exception as exc:  # noqa: BLE001 - a replay that fails says so; training goes on
+            return {"how": "replay failed", "replay_error": f"{type(exc).__name__}: {exc}"[:300]}
+        finally:
+            self._replaying = False
+            for h in handles:
+                h.remove()
+            _set_rng(saved_rng)
+            with torch.no_grad():
+                for b, v in buffers:
+                    b.copy_(v)
+        if found:
+            found["how"] = "replay"
+            return found
+        return {"how": "replay"}
+
+    def _batch_from_calls(self) -> Any:
+        if not self._calls:
+            return None
+        c = self._calls[0]
+        if c.kwargs:
+            return c.kwargs
+        return c.args[0] if len(c.args) == 1 else list(c.args)
+
+    def _save_batch(self, step: int, batch: Any) -> dict[str, Any]:
+        """The offending batch as safetensors (token ids, masks, labels; every micro-batch)."""
+        import torch
+
+        tensors: dict[str, Any] = {}
+        sources = [batch] if len(self._calls) <= 1 else [(c.kwargs or list(c.args)) for c in self._calls]
+        for k, src in enumerate(sources):
+            prefix = f"micro{k}." if len(sources) > 1 else ""
+            for name, t in _named_tensors(src):
+                tensors[(prefix + name)[:200]] = t.detach().to("cpu").contiguous().clone()
+        out: dict[str, Any] = {}
+        lengths = _lengths(batch)
+        if lengths is not None:
+            out["lengths"] = lengths
+        sup = _sup_per_row(batch)
+        if sup is not None:
+            out["sup_per_row"] = sup
+        if not tensors:
+            return out
+        name = f"batch-step{step:07d}.safetensors"
+        try:
+            from safetensors.torch import save_file
+
+            save_file(tensors, str(self.dir / name), metadata={"step": str(step), "format": FORMAT})
+            out["batch"] = f"{RECORD_DIR}/{name}"
+        except Exception as exc:  # noqa: BLE001 - a batch that cannot be saved must not stop training
+            out["batch_error"] = f"{type(exc).__name__}: {exc}"[:300]
+        return out
+
+
+# -- batch helpers ------------------------------------------------------------------------------
+def _named_tensors(batch: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, Any]]:
+    import torch
+
+    if isinstance(batch, torch.Tensor):
+        return [(prefix or "input", batch)]
+    if depth > 3:
+        return []
+    out: list[tuple[str, Any]] = []
+    if isinstance(batch, dict):
+        for k, v in batch.items():
+            out += _named_tensors(v, f"{prefix}{k}" if not prefix else f"{prefix}.{k}", depth + 1)
+    elif isinstance(batch, (list, tuple)):
+        for i, v in enumerate(batch):
+            out += _named_tensors(v, f"{prefix}{i}" if not prefix else f"{prefix}.{i}", depth + 1)
+    return out
+
+
+def _get(batch: Any, key: str) -> Any:
+    import torch
+
+    if isinstance(batch, dict):
+        v = batch.get(key)
+        return v if isinstance(v, torch.Tensor) else None
+    return None
+
+
+def _ids_tensor(batch: Any) -> Any:
+    t = _get(batch, "input_ids")
+    if t is not None:
+        return t
+    named = _named_tensors(batch)
+    ints = [t for _, t in named if not t.is_floating_point() and t.dim() == 2]
+    if ints:
+        return ints[0]
+    return named[0][1] if named else None
+
+
+def _shape(batch: Any) -> list[int] | None:
+    t = _ids_tensor(batch)
+    return list(t.shape) if t is not None else None
+
+
+def _token_counts(batch: Any, dev: Any) -> Any:
+    """[tokens, supervised tokens (-1 = no labels)] as one small tensor (no sync here)."""
+    import torch
+
+    ids = _ids_tensor(batch)
+    if ids is None:
+        return None
+    mask = _get(batch, "attention_mask")
+    tokens = mask.sum() if mask is not None else torch.tensor(ids.numel())
+    labels = _get(batch, "labels")
+    sup = (labels != IGNORE_INDEX).sum() if labels is not None and not labels.is_floating_point() else torch.tensor(-1)
+    return torch.stack([tokens.to(dev).float(), sup.to(dev).float()])
+
+
+def _lengths(batch: Any) -> list[int] | None:
+    mask = _get(batch, "attention_mask")
+    if mask is not None and mask.dim() >= 2:
+        return [int(x) for x in mask.reshape(mask.shape[0], -1).sum(-1).tolist()]
+    ids = _ids_tensor(batch)
+    if ids is not None and ids.dim() >= 2:
+        return [int(ids.shape[1])] * int(ids.shape[0])
+    return None
+
+
+def _sup_per_row(batch: Any) -> list[int] | None:
+    labels = _get(batch, "labels")
+    if labels is None or labels.is_floating_point() or labels.dim() < 2:
+        return None
+    return [int(x) for x in (labels != IGNORE_INDEX).reshape(labels.shape[0], -1).sum(-1).tolist()]
+
+
+def _sample_ids(batch: Any) -> list[Any] | None:
+    import torch
+
+    if not isinstance(batch, dict):
+        return None
+    for k in _ID_KEYS:
+        v = batch.get(k)
+        if isinstance(v, torch.Tensor) and not v.is_floating_point() and v.dim() <= 1:
+            return v.reshape(-1)[:256].tolist()
+        if isinstance(v, (list, tuple)) and v and all(isinstance(x, (int, str)) for x in v[:256]):
+            return list(v[:256])
+    return None
+
+
+def _lr(optimizer: Any) -> float | None:
+    try:
+        lr = optimizer.param_groups[0]["lr"]
+        return float(lr)
+    except Exception:  # noqa: BLE001 - no optimizer, or one without param_groups
+        return None
+
+
+class Recorder:
+    """Flight recorder for hand-written loops (plain PyTorch, Accelerate, DeepSpeed)::
+
+        rec = Recorder(output_dir, model=model, on_nonfinite="skip")
+        for batch in loader:
+            loss = model(**batch).loss; loss.backward()
+            if rec.step(loss=loss, optimizer=opt, batch=batch):
+                opt.step()
+            opt.zero_grad()
+            if rec.stopped: break
+        rec.close()
+
+    Pass ``model`` at construction so the first step's forward is captured too (needed to replay it).
+    ``step()`` returns whether the optimizer step may go on. With ``on_nonfinite="stop"`` the model's
+    last clean weights are written to ``<output_dir>/autopsy-record/last-clean/model.safetensors``.
+    """
+
+    def __init__(self, output_dir: str | os.PathLike[str], model: Any = None, on_nonfinite: str = "record",
+                 deep: bool = False, ring_size: int = RING_SIZE, update_every: int = UPDATE_EVERY,
+                 save_batch: bool = True, replay: bool = True, overflow_is_normal: bool = False) -> None:
+        self.core = Core(output_dir, "loop", on_nonfinite, deep, ring_size, update_every, save_batch, replay,
+                         overflow_is_normal)
+        self._step = 0
+        self._saved = False
+        if model is not None:
+            self.core.attach(model)
+
+    @property
+    def stopped(self) -> bool:
+        return self.core.stopped
+
+    @property
+    def path(self) -> Path:
+        return self.core.path
+
+    def step(self, loss: Any = None, model: Any = None, optimizer: Any = None, batch: Any = None,
+             scaler: Any = None, step: int | None = None) -> bool:
+        """Call after ``backward()`` and before ``optimizer.step()``. Returns whether the step may go on."""
+        if model is not None:
+            self.core.attach(model)
+        if self.core.model is None:
+            raise ValueError("Recorder.step needs the model (pass model= here or to Recorder())")
+        self._step = step if step is not None else self._step + 1
+        if scaler is not None:
+            self.core.overflow_is_normal = True  # a GradScaler skips inf-gradient steps itself
+        ok = self.core.pre_step(self._step, loss=loss, optimizer=optimizer, batch=batch, scaler=scaler)
+        if self.core.stopped and not self._saved:
+            self._saved = True
+            self._save_clean()
+        return ok
+
+    def _save_clean(self) -> None:
+        target = self.core.dir / "last-clean"
+        try:
+            from safetensors.torch import save_model
+
+            target.mkdir(parents=True, exist_ok=True)
+            save_model(self.core.model, str(target / "model.safetensors"), metadata={"step": str(self._step - 1)})
+            self.core.checkpoint(self._step - 1, f"{RECORD_DIR}/last-clean/model.safetensors", "stop")
+        except Exception as exc:  # noqa: BLE001
+            self.core.write({"t": "checkpoint", "step": self._step - 1, "error": f"{type(exc).__name__}: {exc}"[:300]})
+
+    def close(self) -> None:
+        self.core.close()
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.core.close("crashed" if exc[0] is not None else "finished")
