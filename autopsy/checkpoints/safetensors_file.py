@@ -14,6 +14,7 @@ from math import prod
 import struct
 import time
 from pathlib import Path
+from typing import Any
 
 from autopsy.checkpoints.scanfile import FileScan, Reader, numel_of
 from autopsy.checkpoints.smallbatch import BATCH_BYTES, BATCHABLE, SMALL_TENSOR_BYTES, stat_batch
@@ -44,7 +45,10 @@ def read_header(path: Path, scan: FileScan) -> tuple[list[tuple[str, str, list[i
         scan.problem(f"cannot read: {exc.strerror or exc}", "unreadable")
         return None
     try:
-        header = json.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        del raw  # a 100 MB header: the bytes and the text need not both stay while it is parsed
+        header = json.loads(text, object_hook=_compact)
+        del text
     except (UnicodeDecodeError, ValueError) as exc:
         scan.problem(f"safetensors header is not valid JSON ({str(exc)[:80]}): corrupt file", "unreadable")
         return None
@@ -56,13 +60,10 @@ def read_header(path: Path, scan: FileScan) -> tuple[list[tuple[str, str, list[i
         scan.metadata = {str(k): v for k, v in meta.items()}
     entries = []
     for name, info in header.items():
-        try:  # map/prod/min run in C: this loop is most of the per-tensor cost of a 100k-tensor header
-            dtype = str(info["dtype"])
-            shape = list(map(int, info["shape"]))
-            begin, end = map(int, info["data_offsets"])
-        except (KeyError, TypeError, ValueError):
+        if type(info) is not tuple:  # _compact left it a dict: malformed
             scan.problem(f"tensor {name!r}: malformed header entry {str(info)[:100]}")
             continue
+        dtype, shape, begin, end = info
         bits = DTYPE_BITS.get(dtype)
         if bits is None:
             scan.problem(f"tensor {name!r}: unknown dtype {dtype!r} (the safetensors library would refuse the file)")
@@ -90,6 +91,28 @@ def read_header(path: Path, scan: FileScan) -> tuple[list[tuple[str, str, list[i
         else:
             scan.problem(f"{size - data_start - pos} trailing bytes after the last tensor (MetadataIncompleteBuffer)")
     return entries, data_start
+
+
+_DTYPES = {d: d for d in DTYPE_BITS}  # one str object per dtype, not one per tensor
+
+
+def _compact(d: dict) -> Any:
+    """json object_hook: a tensor entry becomes (dtype, shape, begin, end) as soon as it is parsed.
+
+    Why: a 100k-tensor header parsed to dicts holds ~600 B per tensor at once (the scan's peak
+    memory); the tuple holds ~200 B. Anything malformed stays a dict and is reported by the caller.
+    map/prod/min later run in C: this is most of the per-tensor cost of a big header.
+    """
+    offs = d.get("data_offsets")
+    if type(offs) is not list:
+        return d
+    try:
+        dtype = str(d["dtype"])
+        shape = list(map(int, d["shape"]))
+        begin, end = map(int, offs)
+    except (KeyError, TypeError, ValueError):
+        return d
+    return _DTYPES.get(dtype, dtype), shape, begin, end
 
 
 def scan_safetensors(path: Path, scan: FileScan | None = None, digest: bool = True,

@@ -23,8 +23,8 @@ from autopsy.model import TensorStat
 #: tensors up to this many bytes are batched (one chunk of the one-tensor path, so the digest matches)
 SMALL_TENSOR_BYTES = 64 * 1024
 assert SMALL_TENSOR_BYTES <= CHUNK_BYTES
-#: bytes of tensor data per batch: the digest pass needs ~24 bytes of scratch per byte (~24 MB here)
-BATCH_BYTES = 1024 * 1024
+#: bytes of tensor data per batch: the digest pass needs ~32 bytes of scratch per byte (~8 MB here)
+BATCH_BYTES = 256 * 1024
 #: dtypes batched (others - FNUZ fp8, E8M0, F4, F6 - take the one-tensor path)
 BATCHABLE = set(IEEE) | set(INT_UINT)
 _FLOAT_VIEW = {"F64": np.float64, "F32": np.float32, "C64": np.float32, "C128": np.float64, "F16": np.float16}
