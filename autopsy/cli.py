@@ -185,7 +185,8 @@ def _indent(text: str) -> str:
 
 @app.command("scan")
 def scan_cmd(
-    paths: Annotated[list[Path], typer.Argument(help="Checkpoint files, checkpoint dirs or a whole output dir.")],
+    paths: Annotated[list[str], typer.Argument(help="Checkpoint files, checkpoint dirs or a whole output dir; or "
+                                                     "URLs (hf://, s3://, gs://, https://; needs autopsy[remote]).")],
     fmt: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
     workers: Annotated[int, typer.Option("--workers", "-j", help="Files scanned at once, as worker processes (0 = one per CPU core, at most 2).")] = 0,
     output: Annotated[str | None, typer.Option("--output", "-o", help="Write to a file instead of stdout.")] = None,

@@ -196,18 +196,59 @@ def _emit_json(scans: list[FileScan], summary: dict[str, Any], output: str | Non
         sys.stdout.flush()
 
 
-def scan_command(paths: list[Path], fmt: str = "table", workers: int = 1, output: str | None = None,
+def _remote_files(urls: list[str]) -> tuple[list[tuple[str, int | None]], str | None]:
+    from autopsy.checkpoints.remote import remote_files
+
+    out: list[tuple[str, int | None]] = []
+    for u in urls:
+        got, error = remote_files(u)
+        if error:
+            return out, error
+        out.extend(got)
+    return out, None
+
+
+def _scan_remote(remote: list[tuple[str, int | None]], digest: bool) -> list[FileScan]:
+    """Remote files one after another (each is read by parallel range requests); a progress bar
+    with bytes/s on a terminal."""
+    if not remote:
+        return []
+    from autopsy.checkpoints.remote import scan_remote_file
+
+    if not sys.stderr.isatty():
+        return [scan_remote_file(u, digest, size=size) for u, size in remote]
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+    out = []
+    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                  console=Console(stderr=True), transient=True) as prog:
+        for u, size in remote:
+            task = prog.add_task(u.rsplit("/", 1)[-1][:40], total=size)
+            out.append(scan_remote_file(u, digest, progress=lambda n, t=task: prog.advance(t, n), size=size))
+            prog.update(task, total=out[-1].bytes or None)
+    return out
+
+
+def scan_command(paths: list[Path] | list[str], fmt: str = "table", workers: int = 1, output: str | None = None,
                  digest: bool = False, show_all: bool = False) -> int:
     """``digest``: also hash each tensor's bytes (the JSON's ``digest``, null otherwise; one more pass per chunk).
     ``show_all``: the table lists every tensor, not only the problem ones."""
     if fmt not in ("table", "json"):
         _err(f"unknown --format {fmt!r} (use table or json)")
         return 2
-    files, error = _files_of(paths)
+    from autopsy.checkpoints.remote import is_url
+
+    urls = [str(p) for p in paths if is_url(str(p))]
+    files, error = _files_of([Path(p) for p in paths if not is_url(str(p))])
     if error:
         _err(error)
         return 2
-    scans = _scan_all(files, workers, digest)
+    remote, error = _remote_files(urls)
+    if error:
+        _err(error)
+        return 2
+    scans = _scan_all(files, workers, digest) + _scan_remote(remote, digest)
     unreadable = [s for s in scans if s.status == "unreadable"]
     nonfinite = sum(1 for s in scans for t in s.tensors if t.nonfinite)
     code = 2 if unreadable else 1 if nonfinite or any(_dangerous(s) for s in scans) else 0

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autopsy.checkpoints.scanfile import FileScan, Reader, numel_of
+from autopsy.checkpoints.scanfile import FileScan, Reader
 from autopsy.checkpoints.smallbatch import BATCH_BYTES, BATCHABLE, SMALL_TENSOR_BYTES, stat_batch
 from autopsy.checkpoints.stats import DTYPE_BITS, UNCHECKED_DTYPES
 
@@ -24,26 +24,27 @@ from autopsy.checkpoints.stats import DTYPE_BITS, UNCHECKED_DTYPES
 MAX_HEADER_SIZE = 100_000_000
 
 
-def read_header(path: Path, scan: FileScan) -> tuple[list[tuple[str, str, list[int], int, int]], int] | None:
-    """[(name, dtype, shape, begin, end)] sorted by offset, and the data section start; None if unusable."""
+def read_header(path: Path, scan: FileScan, source: Any = None
+                ) -> tuple[list[tuple[str, str, list[int], int, int]], int] | None:
+    """[(name, dtype, shape, begin, end)] sorted by offset, and the data section start; None if unusable.
+
+    ``source``: anything with ``size`` and ``read(offset, n) -> bytes`` (a remote object,
+    :mod:`.remote`); by default the local file at ``path``.
+    """
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as fh:
-            head = fh.read(8)
-            if len(head) < 8:
-                scan.problem(f"not a safetensors file: {len(head)} bytes, the 8-byte header length is missing; the file is truncated", "unreadable")
-                return None
-            (hlen,) = struct.unpack("<Q", head)
-            if hlen > MAX_HEADER_SIZE:
-                scan.problem(f"safetensors header length {hlen} exceeds the 100 MB limit: corrupt or not a safetensors file", "unreadable")
-                return None
-            if 8 + hlen > size:
-                scan.problem(f"truncated: header says {hlen} header bytes but the file has {size} bytes; re-copy or re-save the checkpoint", "unreadable")
-                return None
-            raw = fh.read(hlen)
+        if source is None:
+            size = path.stat().st_size
+            with open(path, "rb") as fh:
+                raw = _header_bytes(lambda off, n: (fh.seek(off), fh.read(n))[1], size, scan)
+        else:
+            size = source.size
+            raw = _header_bytes(source.read, size, scan)
     except OSError as exc:
         scan.problem(f"cannot read: {exc.strerror or exc}", "unreadable")
         return None
+    if raw is None:
+        return None
+    hlen = len(raw)
     try:
         text = raw.decode("utf-8")
         del raw  # a 100 MB header: the bytes and the text need not both stay while it is parsed
@@ -96,6 +97,26 @@ def read_header(path: Path, scan: FileScan) -> tuple[list[tuple[str, str, list[i
 _DTYPES = {d: d for d in DTYPE_BITS}  # one str object per dtype, not one per tensor
 
 
+def _header_bytes(read: Any, size: int, scan: FileScan) -> bytes | None:
+    """The JSON header's bytes, or None with the problem recorded (too short, too long, truncated)."""
+    head = read(0, 8)
+    if len(head) < 8:
+        scan.problem(f"not a safetensors file: {len(head)} bytes, the 8-byte header length is missing; the file is truncated", "unreadable")
+        return None
+    (hlen,) = struct.unpack("<Q", head)
+    if hlen > MAX_HEADER_SIZE:
+        scan.problem(f"safetensors header length {hlen} exceeds the 100 MB limit: corrupt or not a safetensors file", "unreadable")
+        return None
+    if 8 + hlen > size:
+        scan.problem(f"truncated: header says {hlen} header bytes but the file has {size} bytes; re-copy or re-save the checkpoint", "unreadable")
+        return None
+    raw = read(8, hlen)
+    if len(raw) < hlen:
+        scan.problem(f"truncated: {len(raw)} of {hlen} header bytes could be read", "unreadable")
+        return None
+    return raw
+
+
 def _compact(d: dict) -> Any:
     """json object_hook: a tensor entry becomes (dtype, shape, begin, end) as soon as it is parsed.
 
@@ -136,23 +157,7 @@ def scan_safetensors(path: Path, scan: FileScan | None = None, digest: bool = Tr
             entries = [e for e in entries if lo <= e[3] < hi or (i == k - 1 and e[3] == hi)]
         try:
             with open(path, "rb", buffering=0) as fh, Reader(fh, digest) as reader:
-                batch: list[tuple[str, str, list[int], int, int]] = []
-                for name, dtype, shape, begin, end in entries:
-                    if data_start + end > scan.bytes:
-                        continue  # reported as truncated above
-                    if 0 < end - begin <= SMALL_TENSOR_BYTES and dtype in BATCHABLE:
-                        if batch and (batch[-1][1] != dtype or batch[-1][4] != begin
-                                      or end - batch[0][3] > BATCH_BYTES):
-                            _flush(scan, reader, batch, data_start, digest)
-                        batch.append((name, dtype, shape, begin, end))
-                        continue
-                    _flush(scan, reader, batch, data_start, digest)
-                    stat, read = reader.stat_range(name, dtype, shape, numel_of(shape), data_start + begin, end - begin)
-                    if read < end - begin:
-                        scan.problem(f"tensor {name!r}: short read ({read} of {end - begin} bytes)")
-                        continue
-                    scan.tensors.append(stat)
-                _flush(scan, reader, batch, data_start, digest)
+                scan_entries(scan, reader, entries, data_start, digest)
         except OSError as exc:
             scan.problem(f"read error: {exc.strerror or exc}", "unreadable" if not scan.tensors else "partial")
         unchecked = sorted({t.dtype for t in scan.tensors if t.dtype in UNCHECKED_DTYPES})
@@ -162,7 +167,29 @@ def scan_safetensors(path: Path, scan: FileScan | None = None, digest: bool = Tr
     return scan
 
 
-def _flush(scan: FileScan, reader: Reader, batch: list[tuple[str, str, list[int], int, int]], data_start: int,
+def scan_entries(scan: FileScan, reader: Any, entries: list[tuple[str, str, list[int], int, int]], data_start: int,
+                 digest: bool) -> None:
+    """Stats of every entry inside the file, in file order; ``reader``: :class:`Reader` or a remote one
+    (``stat_range`` and ``bytes_at``). Runs of small same-dtype tensors go through :mod:`.smallbatch`."""
+    batch: list[tuple[str, str, list[int], int, int]] = []
+    for name, dtype, shape, begin, end in entries:
+        if data_start + end > scan.bytes:
+            continue  # reported as truncated above
+        if 0 < end - begin <= SMALL_TENSOR_BYTES and dtype in BATCHABLE:
+            if batch and (batch[-1][1] != dtype or batch[-1][4] != begin or end - batch[0][3] > BATCH_BYTES):
+                _flush(scan, reader, batch, data_start, digest)
+            batch.append((name, dtype, shape, begin, end))
+            continue
+        _flush(scan, reader, batch, data_start, digest)
+        stat, read = reader.stat_range(name, dtype, shape, prod(shape), data_start + begin, end - begin)
+        if read < end - begin:
+            scan.problem(f"tensor {name!r}: short read ({read} of {end - begin} bytes)")
+            continue
+        scan.tensors.append(stat)
+    _flush(scan, reader, batch, data_start, digest)
+
+
+def _flush(scan: FileScan, reader: Any, batch: list[tuple[str, str, list[int], int, int]], data_start: int,
            digest: bool) -> None:
     """Scan a run of contiguous small same-dtype tensors in one go (see :mod:`.smallbatch`); empties ``batch``."""
     if not batch:
