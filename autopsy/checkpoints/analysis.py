@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from autopsy.checkpoints.layout import role_of
+from autopsy.checkpoints.scan_output import natural_key
 from autopsy.model import Checkpoint, TensorStat
 
 #: largest finite fp16 value
@@ -30,10 +31,9 @@ _NON_WEIGHT_PREFIX = ("optimizer", "optimizer_states", "lr_schedulers", "scaler"
 
 def model_order_key(name: str) -> tuple:
     """Forward-pass order, approximated from the name: embeddings, layers by number, final norm, head."""
-    nat: list = _SPLIT(name)  # text and digit runs alternate, so each position compares like with like
-    rank = _rank("0".join(nat[0::2]))  # the name with every number made 0: the rank ignores numbers
-    nat[1::2] = map(int, nat[1::2])
-    return (rank, nat)
+    parts = _SPLIT(name)  # text and digit runs alternate
+    rank = _rank("0".join(parts[0::2]))  # the name with every number made 0: the rank ignores numbers
+    return (rank, natural_key(name))
 
 
 @functools.lru_cache(maxsize=4096)

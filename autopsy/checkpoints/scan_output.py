@@ -2,7 +2,7 @@
 
 Why its own module: with 100k-tensor (MoE) checkpoints the output, not the scan, was the cost
 (``json.dumps(indent=...)`` runs the pure-Python encoder, ~100 us per tensor; a rich Table row is
-~50 us). So JSON tensors are encoded by one call of the C encoder, and the table is plain fixed-width
+~50 us). So JSON tensors are encoded by the C encoder, thousands per call, and the table is plain fixed-width
 text: by default the problem tensors (non-finite, then all-zero) and a per-file summary, every
 tensor with ``--all``.
 """
@@ -21,22 +21,36 @@ from autopsy.model import TensorStat
 
 #: all-zero tensors listed per file in the default table (non-finite ones are always all listed)
 ZERO_ROWS = 20
+#: tensors per C-encoder call: big enough to amortise the call, small enough that the text stays a few MB
+JSON_BATCH = 8192
 _SPLIT = re.compile(r"(\d+)").split
 _ENC = json.JSONEncoder(allow_nan=False, separators=(", ", ": "))
 _RED, _YELLOW, _GREEN, _BOLD, _OFF = "\x1b[31m", "\x1b[33m", "\x1b[32m", "\x1b[1m", "\x1b[0m"
 
 
-def natural_key(name: str) -> list[Any]:
-    """Layer numbers in numeric order (layers.2 before layers.10): the split alternates text and digits,
-    so position i always holds the same type and lists compare without mixing str and int."""
-    parts: list[Any] = _SPLIT(name)
-    parts[1::2] = map(int, parts[1::2])
-    return parts
+def natural_key(name: str) -> str:
+    """Layer numbers in numeric order (layers.2 before layers.10), as one string: every digit run
+    becomes NUL + its value zero-padded to 20 digits. NUL sorts below any character a name holds,
+    so the order equals comparing (text, int, text, ...) lists, but a sort compares flat strings
+    (memcmp) instead of lists element by element: ~5x faster on 100k names."""
+    parts = _SPLIT(name)
+    parts[1::2] = map(_PAD, parts[1::2])
+    return "".join(parts)
+
+
+_PAD = "\x00{:0>20}".format
 
 
 def problem_first(tensors: Iterable[TensorStat]) -> list[TensorStat]:
-    """Non-finite tensors, then all-zero ones, then the rest; by name with layer numbers in numeric order."""
-    return sorted(tensors, key=lambda t: (not t.nonfinite, not t.all_zero, natural_key(t.name)))
+    """Non-finite tensors, then all-zero ones, then the rest; by name with layer numbers in numeric order.
+    Partitioned first, then each part sorted by name alone: no per-tensor (bool, bool, key) tuples."""
+    bad: list[TensorStat] = []
+    zero: list[TensorStat] = []
+    rest: list[TensorStat] = []
+    for t in tensors:
+        (bad if t.nonfinite else zero if t.all_zero else rest).append(t)
+    key = lambda t: natural_key(t.name)  # noqa: E731
+    return sorted(bad, key=key) + sorted(zero, key=key) + sorted(rest, key=key)
 
 
 def fmt_float(x: float | None) -> str:
@@ -70,8 +84,11 @@ def write_json(fh: IO[str], scans: list[FileScan], summary: dict[str, Any]) -> N
                          "status": s.status, "problems": [m for _, m in s.problems],
                          "nonfinite_tensors": sum(1 for t in s.tensors if t.nonfinite)})
         fh.write(("," if i else "") + "\n " + json.dumps(head)[:-1] + ', "tensors":\n  ')
-        fh.write(_ENC.encode([_tensor_json(t) for t in problem_first(s.tensors)]))  # one C-encoder call
-        fh.write("}")
+        ordered = problem_first(s.tensors)
+        fh.write("[")
+        for lo in range(0, len(ordered), JSON_BATCH):  # C-encoder calls of JSON_BATCH tensors: bounded memory
+            fh.write((",\n  " if lo else "") + _ENC.encode([_tensor_json(t) for t in ordered[lo:lo + JSON_BATCH]])[1:-1])
+        fh.write("]}")
     fh.write('],\n "summary": ' + json.dumps(jsonable(summary)) + "}\n")
 
 
