@@ -225,11 +225,13 @@ def _indent(text: str) -> str:
 
 @app.command("scan", cls=PlainHelpCommand)
 def scan_cmd(
-    paths: Annotated[list[Path], typer.Argument(help="Checkpoint files, checkpoint dirs or a whole output dir.")],
+    paths: Annotated[list[str], typer.Argument(help="Checkpoint files, checkpoint dirs or a whole output dir; or "
+                                                     "URLs (hf://, s3://, gs://, https://; needs autopsy[remote]).")],
     fmt: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
     workers: Annotated[int, typer.Option("--workers", "-j", help="Files scanned at once, as worker processes (0 = one per CPU core, at most 2).")] = 0,
     output: Annotated[str | None, typer.Option("--output", "-o", help="Write to a file instead of stdout.")] = None,
     digest: Annotated[bool, typer.Option("--digest", help="Also hash each tensor's bytes (JSON 'digest'; null without it).")] = False,
+    show_all: Annotated[bool, typer.Option("--all", help="Table: list every tensor, not only the problem ones.")] = False,
 ) -> None:
     """Check checkpoints for NaN/Inf tensors (exit 1 if any, 2 if unreadable)."""
     from autopsy.checkpoints.cli import scan_command
@@ -237,7 +239,7 @@ def scan_cmd(
 
     if workers <= 0:
         workers = auto_workers()
-    raise typer.Exit(scan_command(paths, fmt=fmt, workers=workers, output=output, digest=digest))
+    raise typer.Exit(scan_command(paths, fmt=fmt, workers=workers, output=output, digest=digest, show_all=show_all))
 
 
 @app.command("diff", cls=PlainHelpCommand)

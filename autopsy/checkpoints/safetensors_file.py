@@ -10,39 +10,46 @@ from __future__ import annotations
 
 import json
 import os
+from math import prod
 import struct
 import time
 from pathlib import Path
+from typing import Any
 
-from autopsy.checkpoints.scanfile import FileScan, Reader, numel_of
-from autopsy.checkpoints.stats import DTYPE_BITS, UNCHECKED_DTYPES, nbytes_of
+from autopsy.checkpoints.scanfile import FileScan, Reader
+from autopsy.checkpoints.smallbatch import BATCH_BYTES, BATCHABLE, SMALL_TENSOR_BYTES, stat_batch
+from autopsy.checkpoints.stats import DTYPE_BITS, UNCHECKED_DTYPES
 
 #: the official library refuses headers above this size (MAX_HEADER_SIZE)
 MAX_HEADER_SIZE = 100_000_000
 
 
-def read_header(path: Path, scan: FileScan) -> tuple[list[tuple[str, str, list[int], int, int]], int] | None:
-    """[(name, dtype, shape, begin, end)] sorted by offset, and the data section start; None if unusable."""
+def read_header(path: Path, scan: FileScan, source: Any = None
+                ) -> tuple[list[tuple[str, str, list[int], int, int]], int] | None:
+    """[(name, dtype, shape, begin, end)] sorted by offset, and the data section start; None if unusable.
+
+    ``source``: anything with ``size`` and ``read(offset, n) -> bytes`` (a remote object,
+    :mod:`.remote`); by default the local file at ``path``.
+    """
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as fh:
-            head = fh.read(8)
-            if len(head) < 8:
-                scan.problem(f"not a safetensors file: {len(head)} bytes, the 8-byte header length is missing; the file is truncated", "unreadable")
-                return None
-            (hlen,) = struct.unpack("<Q", head)
-            if hlen > MAX_HEADER_SIZE:
-                scan.problem(f"safetensors header length {hlen} exceeds the 100 MB limit: corrupt or not a safetensors file", "unreadable")
-                return None
-            if 8 + hlen > size:
-                scan.problem(f"truncated: header says {hlen} header bytes but the file has {size} bytes; re-copy or re-save the checkpoint", "unreadable")
-                return None
-            raw = fh.read(hlen)
+        if source is None:
+            size = path.stat().st_size
+            with open(path, "rb") as fh:
+                raw = _header_bytes(lambda off, n: (fh.seek(off), fh.read(n))[1], size, scan)
+        else:
+            size = source.size
+            raw = _header_bytes(source.read, size, scan)
     except OSError as exc:
         scan.problem(f"cannot read: {exc.strerror or exc}", "unreadable")
         return None
+    if raw is None:
+        return None
+    hlen = len(raw)
     try:
-        header = json.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        del raw  # a 100 MB header: the bytes and the text need not both stay while it is parsed
+        header = json.loads(text, object_hook=_compact)
+        del text
     except (UnicodeDecodeError, ValueError) as exc:
         scan.problem(f"safetensors header is not valid JSON ({str(exc)[:80]}): corrupt file", "unreadable")
         return None
@@ -54,20 +61,19 @@ def read_header(path: Path, scan: FileScan) -> tuple[list[tuple[str, str, list[i
         scan.metadata = {str(k): v for k, v in meta.items()}
     entries = []
     for name, info in header.items():
-        try:
-            dtype = str(info["dtype"])
-            shape = [int(s) for s in info["shape"]]
-            begin, end = (int(x) for x in info["data_offsets"])
-        except (KeyError, TypeError, ValueError):
+        if type(info) is not tuple:  # _compact left it a dict: malformed
             scan.problem(f"tensor {name!r}: malformed header entry {str(info)[:100]}")
             continue
-        if dtype not in DTYPE_BITS:
+        dtype, shape, begin, end = info
+        bits = DTYPE_BITS.get(dtype)
+        if bits is None:
             scan.problem(f"tensor {name!r}: unknown dtype {dtype!r} (the safetensors library would refuse the file)")
             continue
-        if any(s < 0 for s in shape) or end < begin:
+        if (shape and min(shape) < 0) or end < begin:
             scan.problem(f"tensor {name!r}: invalid shape {shape} or offsets [{begin}, {end}]")
             continue
-        expected = nbytes_of(dtype, numel_of(shape))
+        total = prod(shape) * bits
+        expected = total // 8 if total % 8 == 0 else None
         if expected != end - begin:
             scan.problem(f"tensor {name!r}: {end - begin} bytes for {dtype}{shape}, expected {expected} (TensorInvalidInfo)")
             continue
@@ -86,6 +92,48 @@ def read_header(path: Path, scan: FileScan) -> tuple[list[tuple[str, str, list[i
         else:
             scan.problem(f"{size - data_start - pos} trailing bytes after the last tensor (MetadataIncompleteBuffer)")
     return entries, data_start
+
+
+_DTYPES = {d: d for d in DTYPE_BITS}  # one str object per dtype, not one per tensor
+
+
+def _header_bytes(read: Any, size: int, scan: FileScan) -> bytes | None:
+    """The JSON header's bytes, or None with the problem recorded (too short, too long, truncated)."""
+    head = read(0, 8)
+    if len(head) < 8:
+        scan.problem(f"not a safetensors file: {len(head)} bytes, the 8-byte header length is missing; the file is truncated", "unreadable")
+        return None
+    (hlen,) = struct.unpack("<Q", head)
+    if hlen > MAX_HEADER_SIZE:
+        scan.problem(f"safetensors header length {hlen} exceeds the 100 MB limit: corrupt or not a safetensors file", "unreadable")
+        return None
+    if 8 + hlen > size:
+        scan.problem(f"truncated: header says {hlen} header bytes but the file has {size} bytes; re-copy or re-save the checkpoint", "unreadable")
+        return None
+    raw = read(8, hlen)
+    if len(raw) < hlen:
+        scan.problem(f"truncated: {len(raw)} of {hlen} header bytes could be read", "unreadable")
+        return None
+    return raw
+
+
+def _compact(d: dict) -> Any:
+    """json object_hook: a tensor entry becomes (dtype, shape, begin, end) as soon as it is parsed.
+
+    Why: a 100k-tensor header parsed to dicts holds ~600 B per tensor at once (the scan's peak
+    memory); the tuple holds ~200 B. Anything malformed stays a dict and is reported by the caller.
+    map/prod/min later run in C: this is most of the per-tensor cost of a big header.
+    """
+    offs = d.get("data_offsets")
+    if type(offs) is not list:
+        return d
+    try:
+        dtype = str(d["dtype"])
+        shape = list(map(int, d["shape"]))
+        begin, end = map(int, offs)
+    except (KeyError, TypeError, ValueError):
+        return d
+    return _DTYPES.get(dtype, dtype), shape, begin, end
 
 
 def scan_safetensors(path: Path, scan: FileScan | None = None, digest: bool = True,
@@ -109,14 +157,7 @@ def scan_safetensors(path: Path, scan: FileScan | None = None, digest: bool = Tr
             entries = [e for e in entries if lo <= e[3] < hi or (i == k - 1 and e[3] == hi)]
         try:
             with open(path, "rb", buffering=0) as fh, Reader(fh, digest) as reader:
-                for name, dtype, shape, begin, end in entries:
-                    if data_start + end > scan.bytes:
-                        continue  # reported as truncated above
-                    stat, read = reader.stat_range(name, dtype, shape, numel_of(shape), data_start + begin, end - begin)
-                    if read < end - begin:
-                        scan.problem(f"tensor {name!r}: short read ({read} of {end - begin} bytes)")
-                        continue
-                    scan.tensors.append(stat)
+                scan_entries(scan, reader, entries, data_start, digest)
         except OSError as exc:
             scan.problem(f"read error: {exc.strerror or exc}", "unreadable" if not scan.tensors else "partial")
         unchecked = sorted({t.dtype for t in scan.tensors if t.dtype in UNCHECKED_DTYPES})
@@ -124,6 +165,44 @@ def scan_safetensors(path: Path, scan: FileScan | None = None, digest: bool = Tr
             scan.problem(f"{', '.join(unchecked)} tensors: packed 6-bit values are not decoded; zeros and NaN not checked", "read")
     scan.seconds = time.perf_counter() - t0
     return scan
+
+
+def scan_entries(scan: FileScan, reader: Any, entries: list[tuple[str, str, list[int], int, int]], data_start: int,
+                 digest: bool) -> None:
+    """Stats of every entry inside the file, in file order; ``reader``: :class:`Reader` or a remote one
+    (``stat_range`` and ``bytes_at``). Runs of small same-dtype tensors go through :mod:`.smallbatch`."""
+    batch: list[tuple[str, str, list[int], int, int]] = []
+    for name, dtype, shape, begin, end in entries:
+        if data_start + end > scan.bytes:
+            continue  # reported as truncated above
+        if 0 < end - begin <= SMALL_TENSOR_BYTES and dtype in BATCHABLE:
+            if batch and (batch[-1][1] != dtype or batch[-1][4] != begin or end - batch[0][3] > BATCH_BYTES):
+                _flush(scan, reader, batch, data_start, digest)
+            batch.append((name, dtype, shape, begin, end))
+            continue
+        _flush(scan, reader, batch, data_start, digest)
+        stat, read = reader.stat_range(name, dtype, shape, prod(shape), data_start + begin, end - begin)
+        if read < end - begin:
+            scan.problem(f"tensor {name!r}: short read ({read} of {end - begin} bytes)")
+            continue
+        scan.tensors.append(stat)
+    _flush(scan, reader, batch, data_start, digest)
+
+
+def _flush(scan: FileScan, reader: Any, batch: list[tuple[str, str, list[int], int, int]], data_start: int,
+           digest: bool) -> None:
+    """Scan a run of contiguous small same-dtype tensors in one go (see :mod:`.smallbatch`); empties ``batch``."""
+    if not batch:
+        return
+    lo, hi = batch[0][3], batch[-1][4]
+    raw = reader.bytes_at(data_start + lo, hi - lo)
+    if raw is None:
+        for name, _, _, begin, end in batch:
+            scan.problem(f"tensor {name!r}: short read (0 of {end - begin} bytes)")
+    else:
+        items = [(name, dtype, shape, prod(shape), begin - lo) for name, dtype, shape, begin, _ in batch]
+        scan.tensors.extend(stat_batch(raw, items, digest))
+    batch.clear()
 
 
 def merge_parts(parts: list[FileScan]) -> FileScan:

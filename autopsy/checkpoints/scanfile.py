@@ -89,6 +89,25 @@ class Reader:
             return done
         return done + self._feed_read(acc, offset + done, length - done)
 
+    def bytes_at(self, offset: int, length: int) -> np.ndarray | None:
+        """``length`` bytes at ``offset`` as a uint8 array (a view of the map while it stays mapped),
+        or None when they cannot all be read (past the end, read error)."""
+        if self.mapped and offset + length <= self.size:
+            if offset < self._lo or offset + length > self._hi:
+                try:
+                    self._remap(offset, length)
+                except (OSError, ValueError, OverflowError):
+                    self.close()
+                    self.mapped = False
+            if self.mapped:
+                assert self._arr is not None
+                return self._arr[offset - self._lo: offset - self._lo + length]
+        try:
+            data = os.pread(self.fh.fileno(), length, offset)
+        except (AttributeError, ValueError):  # no file descriptor; OSError propagates like any read error
+            return None
+        return np.frombuffer(data, dtype=np.uint8) if len(data) == length else None
+
     def _feed_mapped(self, acc: Accumulator, offset: int, length: int) -> int:
         """Bytes fed; where a window cannot be mapped, mapping stops for good and the caller reads the rest."""
         end = min(offset + length, self.size)

@@ -1,0 +1,266 @@
+"""Scan safetensors checkpoints where they live (``hf://``, ``s3://``, ``gs://``, ``https://``), never
+downloading them to disk.
+
+How: through fsspec (the optional ``remote`` extra: s3fs, aiohttp, huggingface_hub; gcsfs for
+``gs://``), the 8-byte length and the JSON header are read with two range requests, then the data
+section is read in ``BLOCK_BYTES`` ranges, ``IN_FLIGHT`` requests at a time, in file order, and fed
+to the same statistics as a local scan (:func:`safetensors_file.scan_entries`): identical results,
+digests included. Memory: at most ``IN_FLIGHT`` blocks plus the header, whatever the checkpoint
+size. ``hf://org/repo[@rev]/file`` is read through the Hub's resolve URL (``HF_ENDPOINT``,
+``HF_TOKEN`` honoured), which serves ranges like any HTTP server.
+
+A URL may name a ``.safetensors`` file, a ``*.safetensors.index.json`` (its shards are scanned),
+or (``s3``/``gs``/``hf`` and any listable store) a folder whose ``*.safetensors`` are scanned.
+torch pickles (``.bin``/``.pt``) are not read remotely (their zip layout needs many small seeks);
+the scan says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from autopsy.checkpoints.scanfile import FileScan, to_stat
+from autopsy.checkpoints.stats import CHUNK_BYTES, Accumulator, feed
+
+#: bytes per range request; big enough that request latency is amortised, small enough for flat memory
+BLOCK_BYTES = 8 * 1024 * 1024
+#: range requests in flight at once: peak memory is about IN_FLIGHT * BLOCK_BYTES (64 MB)
+IN_FLIGHT = 8
+#: a URL scheme: ``s3://``, ``hf://`` ... (``file://`` is read as a local path)
+_URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
+#: a weights index listing its shards: only this size is read whole
+MAX_INDEX_BYTES = 50 * 1024 * 1024
+
+
+def is_url(text: str) -> bool:
+    m = _URL.match(text)
+    return m is not None and m.group(1).lower() != "file"
+
+
+class Url(str):
+    """A remote location shown where a local path would be (``FileScan.path``): the URL itself."""
+
+    @property
+    def name(self) -> str:
+        return self.rstrip("/").rsplit("/", 1)[-1]
+
+
+def hf_resolve(url: str) -> str:
+    """``hf://[models/|datasets/|spaces/]org/repo[@rev]/path`` as the Hub's resolve URL."""
+    rest = url[len("hf://"):]
+    prefix = ""
+    for kind in ("datasets/", "spaces/", "models/"):
+        if rest.startswith(kind):
+            prefix = "" if kind == "models/" else kind
+            rest = rest[len(kind):]
+    parts = rest.split("/", 2)
+    if len(parts) < 3:
+        raise ValueError(f"{url}: expected hf://org/repo/path/to/file.safetensors")
+    org, repo, path = parts
+    rev = "main"
+    if "@" in repo:
+        repo, rev = repo.split("@", 1)
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    return f"{endpoint}/{prefix}{org}/{repo}/resolve/{rev}/{path}"
+
+
+def _open_fs(url: str) -> tuple[Any, str, str]:
+    """(fsspec filesystem, path in it, the URL fsspec reads); raises ImportError/ValueError."""
+    import fsspec
+
+    target = hf_resolve(url) if url.lower().startswith("hf://") else url
+    opts: dict[str, Any] = {}
+    if target.startswith(("http://", "https://")):
+        token = os.environ.get("HF_TOKEN") if url.lower().startswith("hf://") else None
+        if token:
+            opts["client_kwargs"] = {"headers": {"Authorization": f"Bearer {token}"}}
+    fs, path = fsspec.core.url_to_fs(target, **opts)
+    return fs, path, target
+
+
+class RangeSource:
+    """One remote object: its size and ``read(offset, n)`` (one range request)."""
+
+    def __init__(self, fs: Any, path: str, size: int | None = None) -> None:
+        self.fs, self.path = fs, path
+        self.size = int(size if size is not None else fs.size(path))
+        self.requests = 0
+        self.bytes_read = 0
+
+    def read(self, offset: int, n: int) -> bytes:
+        end = min(self.size, offset + n)
+        if end <= offset:
+            return b""
+        data = self.fs.cat_file(self.path, start=offset, end=end)
+        self.requests += 1
+        self.bytes_read += len(data)
+        return bytes(data)
+
+
+class RemoteReader:
+    """Reads the data section in order through parallel range requests; the same ``stat_range`` and
+    ``bytes_at`` as :class:`scanfile.Reader`, for offsets that only grow (safetensors order)."""
+
+    def __init__(self, source: RangeSource, lo: int, hi: int, digest: bool,
+                 progress: Callable[[int], None] | None = None) -> None:
+        self.source, self.digest, self.progress = source, digest, progress
+        self._next = lo  # start of the next block to request
+        self._hi = hi
+        self._pool = ThreadPoolExecutor(max_workers=IN_FLIGHT)
+        self._inflight: deque[tuple[int, Future[bytes]]] = deque()
+        self._blocks: deque[tuple[int, bytes]] = deque()  # fetched, in order, covering [base, ...)
+        self._scratch: dict[type, np.ndarray] = {}
+        self._fill()
+
+    def _fill(self) -> None:
+        while len(self._inflight) < IN_FLIGHT and self._next < self._hi:
+            n = min(BLOCK_BYTES, self._hi - self._next)
+            self._inflight.append((self._next, self._pool.submit(self.source.read, self._next, n)))
+            self._next += n
+
+    def _covered_to(self) -> int:
+        return self._blocks[-1][0] + len(self._blocks[-1][1]) if self._blocks else -1
+
+    def bytes_at(self, offset: int, length: int) -> np.ndarray | None:
+        while self._blocks and self._blocks[0][0] + len(self._blocks[0][1]) <= offset:
+            self._blocks.popleft()  # behind us: offsets only grow
+        while self._covered_to() < offset + length:
+            if not self._inflight:
+                return None
+            start, fut = self._inflight.popleft()
+            data = fut.result()
+            if self.progress is not None:
+                self.progress(len(data))
+            if self._blocks and self._covered_to() != start:
+                return None
+            self._blocks.append((start, data))
+            if len(data) == 0:
+                return None
+            self._fill()
+            while self._blocks and self._blocks[0][0] + len(self._blocks[0][1]) <= offset:
+                self._blocks.popleft()
+        if not self._blocks or self._blocks[0][0] > offset:
+            return None
+        out, pos, end = [], offset, offset + length
+        for start, data in self._blocks:
+            if start >= end:
+                break
+            a, b = max(pos, start), min(end, start + len(data))
+            if a < b:
+                out.append(memoryview(data)[a - start:b - start])
+                pos = b
+        if len(out) == 1:
+            return np.frombuffer(out[0], dtype=np.uint8)
+        return np.frombuffer(b"".join(out), dtype=np.uint8)
+
+    def stat_range(self, name: str, dtype: str, shape: list[int], numel: int, offset: int, length: int) -> tuple[Any, int]:
+        """Fed in CHUNK_BYTES pieces from the tensor's start, exactly as a local read (same digest)."""
+        acc = Accumulator(dtype, want_digest=self.digest, _scratch=self._scratch)
+        got = 0
+        while got < length:
+            n = min(CHUNK_BYTES, length - got)
+            piece = self.bytes_at(offset + got, n)
+            if piece is None:
+                break
+            feed(acc, piece)
+            got += n
+        return to_stat(name, dtype, shape, numel, acc), got
+
+    def close(self) -> None:
+        for _, fut in self._inflight:
+            fut.cancel()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._blocks.clear()
+
+
+def scan_remote_file(url: str, digest: bool = False, progress: Callable[[int], None] | None = None,
+                     fs_path: tuple[Any, str] | None = None, size: int | None = None) -> FileScan:
+    """One remote safetensors file; problems (unreachable, not found, corrupt) are recorded, never raised."""
+    from autopsy.checkpoints.safetensors_file import UNCHECKED_DTYPES, read_header, scan_entries
+
+    scan = FileScan(Url(url), "safetensors")  # type: ignore[arg-type]
+    t0 = time.perf_counter()
+    try:
+        fs, path = fs_path if fs_path is not None else _open_fs(url)[:2]
+        src = RangeSource(fs, path, size)
+    except ImportError as exc:
+        scan.problem(f"cannot read {url.split('://')[0]}:// URLs: {exc}; install autopsy[remote]", "unreadable")
+        return scan
+    except FileNotFoundError:
+        scan.problem("not found (no such object at this URL)", "unreadable")
+        return scan
+    except Exception as exc:  # noqa: BLE001 - network, auth, bad URL: recorded on the file, never raised
+        scan.problem(f"cannot reach: {type(exc).__name__}: {str(exc)[:200]}", "unreadable")
+        return scan
+    scan.bytes = src.size
+    try:
+        got = read_header(scan.path, scan, source=src)  # type: ignore[arg-type]
+    except Exception as exc:  # noqa: BLE001
+        scan.problem(f"cannot read the header: {type(exc).__name__}: {str(exc)[:200]}", "unreadable")
+        return scan
+    if got is not None:
+        entries, data_start = got
+        inside = [e for e in entries if data_start + e[4] <= src.size]
+        hi = data_start + max((e[4] for e in inside), default=0)
+        reader = RemoteReader(src, data_start, hi, digest, progress)
+        try:
+            scan_entries(scan, reader, entries, data_start, digest)
+        except Exception as exc:  # noqa: BLE001 - a connection lost half-way keeps what was read
+            scan.problem(f"read error after {len(scan.tensors)} tensors: {type(exc).__name__}: {str(exc)[:200]}",
+                         "unreadable" if not scan.tensors else "partial")
+        finally:
+            reader.close()
+        unchecked = sorted({t.dtype for t in scan.tensors if t.dtype in UNCHECKED_DTYPES})
+        if unchecked:
+            scan.problem(f"{', '.join(unchecked)} tensors: packed 6-bit values are not decoded; zeros and NaN not checked", "read")
+    scan.seconds = time.perf_counter() - t0
+    scan.metadata.setdefault("remote", {"requests": src.requests, "bytes_read": src.bytes_read})
+    return scan
+
+
+def remote_files(url: str) -> tuple[list[tuple[str, int | None]], str | None]:
+    """The safetensors files a URL stands for, as (url, size or None), or an error message."""
+    low = url.lower().split("?", 1)[0]
+    try:
+        fs, path, target = _open_fs(url)
+    except ImportError as exc:
+        return [], f"{url}: cannot read {url.split('://')[0]}:// URLs ({exc}); install autopsy[remote]"
+    except Exception as exc:  # noqa: BLE001
+        return [], f"{url}: {type(exc).__name__}: {str(exc)[:200]}"
+    if low.endswith(".safetensors"):
+        return [(url, None)], None
+    if low.endswith(".index.json"):
+        try:
+            src = RangeSource(fs, path)
+            if src.size > MAX_INDEX_BYTES:
+                return [], f"{url}: index larger than {MAX_INDEX_BYTES >> 20} MB: not a weights index"
+            wm = json.loads(src.read(0, src.size)).get("weight_map")
+            shards = sorted(set(map(str, wm.values()))) if isinstance(wm, dict) else []
+        except Exception as exc:  # noqa: BLE001
+            return [], f"{url}: cannot read the weights index: {type(exc).__name__}: {str(exc)[:200]}"
+        if not shards:
+            return [], f"{url}: the weights index lists no shards"
+        base = url.rsplit("/", 1)[0]
+        return [(f"{base}/{s}", None) for s in shards if "/" not in s and ".." not in s], None
+    if low.endswith((".bin", ".pt", ".pth", ".ckpt")):
+        return [], f"{url}: remote torch pickles are not read (only safetensors); download it and scan the file"
+    try:  # a folder or prefix: its *.safetensors
+        found = sorted((p, int(info.get("size") or 0)) for p, info in fs.find(path, detail=True).items()
+                       if p.endswith(".safetensors"))
+    except Exception as exc:  # noqa: BLE001
+        return [], f"{url}: cannot list ({type(exc).__name__}: {str(exc)[:160]}); name a .safetensors file"
+    if not found:
+        return [], f"{url}: no *.safetensors files found"
+    scheme = url.split("://", 1)[0]
+    if scheme.lower() == "hf" or target.startswith(("http://", "https://")):
+        return [], f"{url}: name the .safetensors file or the index (this store cannot be listed)"
+    return [(f"{scheme}://{p}" if "://" not in p else p, size or None) for p, size in found], None

@@ -1,0 +1,246 @@
+"""Many-tensor and remote checkpoints (issue 15): whole ``autopsy`` processes, interleaved repeats.
+
+    .venv/bin/python benchmarks/bench_scale.py [--gb 3.4] [--repeat 3] [--tiny 100000,300000] [--no-moe] [--no-remote]
+
+* a generated MoE-like checkpoint (4 shards, >= 50k tensors: 26 layers x 512 experts x gate/up/down
+  bf16 matrices of 80 KB, per-expert F32 scales, attention, routers, norms; 2 planted NaN tensors):
+  ``autopsy scan`` (table, JSON), ``autopsy run`` on a run dir holding it, and the naive torch scan
+  (``safetensors.torch.load_file`` + ``isnan/isinf`` per tensor), each a whole process;
+* files of N tiny tensors (``--tiny``; 100k is the issue's bound: <= 3 s and <= 200 MB each for
+  scan table, scan JSON and run; 300k must finish);
+* remote: the first MoE shard served by a local HTTP server with Range support: the server's own
+  raw read (one streamed GET of the whole file) against ``autopsy scan http://...``.
+
+Figures: median wall seconds, CPU seconds (user+sys of the process tree: the fair figure on a
+shared machine) and peak RSS (``/usr/bin/time``). Files go under ``$TMPDIR`` (default /tmp) and
+are deleted unless ``--keep``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.server
+import json
+import os
+import re
+import shutil
+import statistics
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+PY = str(REPO / ".venv" / "bin" / "python")
+NAIVE = """
+import sys, torch
+from safetensors.torch import load_file
+bad = 0
+for f in sys.argv[1:]:
+    for name, t in load_file(f).items():
+        if t.is_floating_point() and (torch.isnan(t).any() or torch.isinf(t).any()):
+            bad += 1
+print(bad)
+"""
+
+
+def _write_safetensors(path: Path, tensors: list[tuple[str, str, list[int], int]], fill) -> None:
+    """Header + data written directly (the layout the safetensors library writes): fast for GBs."""
+    header, off = {}, 0
+    for name, dtype, shape, nbytes in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + nbytes]}
+        off += nbytes
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    with open(path, "wb") as fh:
+        fh.write(struct.pack("<Q", len(raw)) + raw)
+        for i, (name, dtype, shape, nbytes) in enumerate(tensors):
+            fh.write(fill(i, name, dtype, nbytes))
+
+
+def write_moe(d: Path, gb: float, shards: int = 4) -> list[Path]:
+    d.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    pool = (rng.standard_normal(8 << 20, dtype=np.float32).view(np.uint32) >> 16).astype(np.uint16).tobytes()
+    hidden, inter = 256, 160
+    per_layer = 512 * 3 * hidden * inter * 2 + 512 * 16 + 4 * hidden * hidden * 2
+    layers = max(1, int(gb * 1e9) // per_layer)
+    tensors = []
+    for L in range(layers):
+        p = f"model.layers.{L}"
+        for w in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            tensors.append((f"{p}.self_attn.{w}.weight", "BF16", [hidden, hidden], hidden * hidden * 2))
+        tensors.append((f"{p}.mlp.gate.weight", "BF16", [512, hidden], 512 * hidden * 2))
+        tensors += [(f"{p}.input_layernorm.weight", "BF16", [hidden], hidden * 2),
+                    (f"{p}.post_attention_layernorm.weight", "BF16", [hidden], hidden * 2)]
+        for e in range(512):
+            for w in ("gate_proj", "up_proj", "down_proj"):
+                shape = [inter, hidden] if w != "down_proj" else [hidden, inter]
+                tensors.append((f"{p}.mlp.experts.{e}.{w}.weight", "BF16", shape, inter * hidden * 2))
+            tensors.append((f"{p}.mlp.experts.{e}.scales", "F32", [4], 16))
+    tensors.sort(key=lambda t: t[0])
+    bad = {f"model.layers.{layers // 2}.mlp.experts.7.up_proj.weight", f"model.layers.{layers - 1}.mlp.experts.3.scales"}
+
+    def fill(i: int, name: str, dtype: str, n: int) -> bytes:
+        start = (i * 4099 * 2) % (len(pool) - n - 2)
+        b = bytearray(pool[start:start + n]) if dtype == "BF16" else bytearray(np.full(n // 4, 0.5, np.float32).tobytes())
+        if name in bad:
+            b[0:4] = b"\xc0\x7f\xc0\x7f" if dtype == "BF16" else b"\x00\x00\xc0\x7f"
+        return bytes(b)
+
+    files, weight_map = [], {}
+    per = -(-len(tensors) // shards)
+    for s in range(shards):
+        part = tensors[s * per:(s + 1) * per]
+        p = d / f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
+        _write_safetensors(p, part, lambda i, n, dt, nb, o=s * per: fill(i + o, n, dt, nb))
+        files.append(p)
+        weight_map.update({t[0]: p.name for t in part})
+    (d / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    return files
+
+
+def write_tiny(path: Path, n: int) -> None:
+    tensors = [(f"model.layers.{i // 4 // 64}.mlp.experts.{i // 4 % 64}.w{i % 4}.weight", "BF16", [2, 4], 16)
+               for i in range(n)]
+    pool = (np.random.default_rng(1).standard_normal(1 << 16, dtype=np.float32).view(np.uint32) >> 16).astype(np.uint16).tobytes()
+    _write_safetensors(path, tensors, lambda i, name, dt, nb: (b"\xc0\x7f" + pool[2:16]) if i == 5 else pool[(i * 16) % 65000:(i * 16) % 65000 + 16])
+
+
+def timed(cmd: str) -> dict:
+    t0 = time.perf_counter()
+    r = subprocess.run(["/usr/bin/time", "-f", "__T__ %M %U %S", "bash", "-c", cmd], capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    m = re.search(r"__T__ (\d+) ([\d.]+) ([\d.]+)", r.stderr)
+    rss, cpu = (int(m[1]) / 1024, float(m[2]) + float(m[3])) if m else (-1, -1)
+    return {"wall": wall, "rss": rss, "cpu": cpu, "rc": r.returncode, "out": r.stdout}
+
+
+def bench(cmds: dict[str, str], repeat: int, once: tuple[str, ...] = ()) -> dict[str, list[dict]]:
+    """``once``: commands run in the first round only (the naive scan: minutes per run here)."""
+    runs: dict[str, list[dict]] = {k: [] for k in cmds}
+    for r in range(repeat):  # interleaved: a slow spell of the shared machine hits every command alike
+        for k, c in cmds.items():
+            if r == 0 or k not in once:
+                runs[k].append(timed(c))
+    print(f"  {'command':34} {'wall s (median, range)':>24} {'CPU s':>7} {'peak MB':>8} rc")
+    for k, v in runs.items():
+        w = [x["wall"] for x in v]
+        print(f"  {k:34} {statistics.median(w):9.2f} ({min(w):.2f}-{max(w):.2f}) {statistics.median(x['cpu'] for x in v):7.2f} "
+              f"{max(x['rss'] for x in v):8.0f} {v[-1]['rc']}")
+    return runs
+
+
+class _Range(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *a: object) -> None:
+        pass
+
+    def send_head(self):  # type: ignore[override]
+        path = self.translate_path(self.path)
+        m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range") or "")
+        if m is None or not os.path.isfile(path):
+            return super().send_head()
+        size = os.path.getsize(path)
+        a, b = int(m[1]), min(int(m[2]) if m[2] else size - 1, size - 1)
+        fh = open(path, "rb")  # noqa: SIM115
+        fh.seek(a)
+        self.send_response(206)
+        self.send_header("Content-Range", f"bytes {a}-{b}/{size}")
+        self.send_header("Content-Length", str(b - a + 1))
+        self.end_headers()
+        return _Lim(fh, b - a + 1)
+
+
+class _Lim:
+    def __init__(self, fh, n):
+        self.fh, self.left = fh, n
+
+    def read(self, n=-1):
+        n = self.left if n < 0 else min(n, self.left)
+        data = self.fh.read(n)
+        self.left -= len(data)
+        return data
+
+    def close(self):
+        self.fh.close()
+
+
+def remote(shard: Path, repeat: int) -> None:
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), lambda *a, **k: _Range(*a, directory=str(shard.parent), **k))
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{srv.server_address[1]}/{shard.name}"
+    size = shard.stat().st_size
+    raw, scans = [], []
+    try:
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            with urllib.request.urlopen(url) as r:  # the server's own raw read: one streamed GET
+                while r.read(8 << 20):
+                    pass
+            raw.append(time.perf_counter() - t0)
+            scans.append(timed(f"{PY} -m autopsy scan {url} --format json -o /dev/null"))
+    finally:
+        srv.shutdown()
+    r_med, s_med = statistics.median(raw), statistics.median(x["wall"] for x in scans)
+    print(f"  raw GET of {size / 1e9:.2f} GB: {r_med:.2f} s ({size / r_med / 1e6:.0f} MB/s); autopsy scan {url.split('/')[2]}/..: "
+          f"{s_med:.2f} s ({size / s_med / 1e6:.0f} MB/s), peak {max(x['rss'] for x in scans):.0f} MB, "
+          f"rc {scans[-1]['rc']}; scan / raw = {s_med / r_med:.2f}x (target <= 1.5x)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gb", type=float, default=3.4)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--tiny", default="100000,300000")
+    ap.add_argument("--no-moe", action="store_true")
+    ap.add_argument("--no-remote", action="store_true")
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="autopsy-bench-scale-"))
+    print(f"load before: {os.getloadavg()}")
+    try:
+        for n in [int(x) for x in args.tiny.split(",") if x]:
+            run_dir = root / f"tiny{n}"
+            run_dir.mkdir()
+            write_tiny(run_dir / "model.safetensors", n)
+            f = run_dir / "model.safetensors"
+            print(f"{n:,} tiny tensors ({f.stat().st_size / 1e6:.1f} MB):")
+            bench({"scan (table)": f"{PY} -m autopsy scan {f} > /dev/null",
+                   "scan --format json": f"{PY} -m autopsy scan {f} --format json -o /dev/null",
+                   "run": f"{PY} -m autopsy run {run_dir} -f json -o /dev/null -q"}, 1 if n > 100_000 else args.repeat)
+        if not args.no_moe:
+            d = root / "moe"
+            t0 = time.perf_counter()
+            files = write_moe(d, args.gb)
+            size = sum(f.stat().st_size for f in files)
+            n = sum(len(json.loads(f.read_bytes()[8:8 + struct.unpack('<Q', f.read_bytes()[:8])[0]])) for f in files)
+            print(f"MoE-like: {len(files)} shards, {n:,} tensors, {size / 1e9:.2f} GB (written in {time.perf_counter() - t0:.0f} s)")
+            naive = root / "naive.py"
+            naive.write_text(NAIVE)
+            fl = " ".join(map(str, files))
+            subprocess.run(f"cat {fl} > /dev/null", shell=True)
+            runs = bench({"cat (warm)": f"cat {fl} > /dev/null",
+                          "autopsy scan (table)": f"{PY} -m autopsy scan {d} > /dev/null",
+                          "autopsy scan --format json": f"{PY} -m autopsy scan {d} --format json -o /dev/null",
+                          "autopsy run": f"{PY} -m autopsy run {d} -f json -o /dev/null -q",
+                          "naive torch scan": f"{PY} {naive} {fl}"}, args.repeat, once=("naive torch scan",))
+            nv = statistics.median(x["wall"] for x in runs["naive torch scan"])
+            for k in ("autopsy scan (table)", "autopsy scan --format json", "autopsy run"):
+                print(f"  naive / {k}: {nv / statistics.median(x['wall'] for x in runs[k]):.1f}x wall")
+            print(f"  naive found {runs['naive torch scan'][-1]['out'].strip()} bad tensors (planted 2)")
+            if not args.no_remote:
+                print("remote (local HTTP server with Range, first shard):")
+                remote(files[0], args.repeat)
+    finally:
+        print(f"load after: {os.getloadavg()}")
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

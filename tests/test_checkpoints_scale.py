@@ -1,0 +1,111 @@
+"""Many-tensor checkpoints (issue 15): batched small-tensor stats equal the one-tensor path, and the
+scan table shows problem tensors and a per-file summary (every tensor with --all)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+import autopsy.checkpoints.safetensors_file as stf
+from autopsy.checkpoints import scan_file
+from autopsy.checkpoints.cli import scan_command
+
+NAN, INF = float("nan"), float("inf")
+
+
+def _mixed(n_layers: int = 40) -> dict[str, torch.Tensor]:
+    """Every batched dtype, odd byte lengths (not 8-aligned), -0, all-zero, all-NaN, +-Inf, a big tensor between."""
+    g = torch.Generator().manual_seed(3)
+    d: dict[str, torch.Tensor] = {}
+    for i in range(n_layers):
+        d[f"layers.{i}.norm.weight"] = torch.randn(7, generator=g)
+        d[f"layers.{i}.router.weight"] = torch.randn(3, 5, generator=g).to(torch.bfloat16)
+        d[f"layers.{i}.bias16"] = torch.randn(5, generator=g).half()
+        d[f"layers.{i}.f64"] = torch.randn(3, generator=g).double()
+        d[f"layers.{i}.idx"] = torch.randint(0, 3, (5,), generator=g)
+        d[f"layers.{i}.u8"] = torch.randint(0, 2, (3,), generator=g, dtype=torch.uint8)
+        d[f"layers.{i}.mask"] = torch.rand(5, generator=g) > 0.5
+        d[f"layers.{i}.fp8"] = torch.randn(9, generator=g).to(torch.float8_e4m3fn)
+        d[f"layers.{i}.fp8b"] = torch.randn(9, generator=g).to(torch.float8_e5m2)
+    d["layers.3.norm.weight"][2] = NAN
+    d["layers.4.router.weight"][0, 0] = INF
+    d["layers.4.router.weight"][1, 1] = -INF
+    d["layers.5.bias16"][:] = NAN  # no finite value: max_abs None
+    d["layers.6.norm.weight"][:] = 0.0
+    d["layers.7.norm.weight"][:] = -0.0
+    d["layers.8.fp8b"][1] = INF
+    d["layers.9.idx"][:] = 0
+    d["big.weight"] = torch.randn(300, 300, generator=g)  # > SMALL_TENSOR_BYTES: one-tensor path between batches
+    d["empty"] = torch.zeros(0)
+    d["scalar"] = torch.tensor(2.5)
+    return d
+
+
+@pytest.mark.parametrize("digest", [True, False])
+def test_batched_small_tensors_equal_the_one_tensor_path(tmp_path, monkeypatch, digest):
+    p = tmp_path / "m.safetensors"
+    save_file(_mixed(), str(p))
+    batched = scan_file(p, digest=digest)
+    monkeypatch.setattr(stf, "SMALL_TENSOR_BYTES", 0)  # every tensor through stats.feed, one at a time
+    single = scan_file(p, digest=digest)
+    assert batched.problems == single.problems == []
+    key = {t.name: t for t in single.tensors}
+    assert len(batched.tensors) == len(single.tensors) == len(_mixed())
+    for t in batched.tensors:
+        s = key[t.name]
+        assert (t.dtype, t.shape, t.numel, t.nan, t.posinf, t.neginf, t.zeros, t.digest) == \
+               (s.dtype, s.shape, s.numel, s.nan, s.posinf, s.neginf, s.zeros, s.digest), t.name
+        assert t.max_abs == s.max_abs or (t.max_abs is None and s.max_abs is None), t.name
+    by = {t.name: t for t in batched.tensors}
+    assert (by["layers.3.norm.weight"].nan, by["layers.4.router.weight"].posinf, by["layers.4.router.weight"].neginf) == (1, 1, 1)
+    assert by["layers.5.bias16"].max_abs is None and by["layers.5.bias16"].nan == 5
+    assert by["layers.6.norm.weight"].all_zero and by["layers.7.norm.weight"].all_zero and by["layers.9.idx"].all_zero
+    assert by["layers.8.fp8b"].posinf == 1
+    if digest:  # the digest sees bytes: -0 and +0 differ, equal tensors agree
+        assert by["layers.6.norm.weight"].digest != by["layers.7.norm.weight"].digest
+
+
+def test_batched_digest_matches_across_neighbourhoods(tmp_path):
+    """The same tensor batched with different neighbours (or alone) gets the same digest: unchanged detection."""
+    t = torch.arange(11, dtype=torch.int8)
+    a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    save_file({"a0": torch.ones(3, dtype=torch.int8), "x": t}, str(a))
+    save_file({"x": t.clone(), "z9": torch.ones(1000, 100)}, str(b))
+    da = {s.name: s.digest for s in scan_file(a).tensors}
+    db = {s.name: s.digest for s in scan_file(b).tensors}
+    assert da["x"] == db["x"] and da["x"] is not None
+
+
+def test_scan_table_shows_problems_and_summary_all_rows_with_all(tmp_path, capsys):
+    p = tmp_path / "moe.safetensors"
+    d = {f"layers.{i}.experts.{e}.w": torch.ones(2) for i in range(30) for e in range(8)}
+    d["layers.17.experts.3.w"] = torch.tensor([1.0, NAN])
+    d["layers.2.experts.0.w"] = torch.zeros(2)
+    save_file(d, str(p))
+    assert scan_command([p]) == 1
+    out = capsys.readouterr().out
+    assert "summary: 240 tensors (F32 240), 480 values, 1 non-finite, 1 all-zero, max|x| 1" in out
+    rows = [ln for ln in out.splitlines() if "│ F32" in ln]
+    assert [r.split()[0] for r in rows] == ["layers.17.experts.3.w", "layers.2.experts.0.w"]
+    assert "238 more tensors (all finite); --all lists every tensor" in out
+    assert scan_command([p], show_all=True) == 1
+    rows = [ln.split()[0] for ln in capsys.readouterr().out.splitlines() if "│ F32" in ln]
+    assert len(rows) == 240 and rows[:3] == ["layers.17.experts.3.w", "layers.2.experts.0.w", "layers.0.experts.0.w"]
+    assert rows.index("layers.2.experts.1.w") < rows.index("layers.10.experts.0.w")  # numeric layer order
+    js = tmp_path / "o.json"
+    assert scan_command([p], fmt="json", output=str(js)) == 1
+    doc = json.loads(js.read_text())
+    assert [t["name"] for t in doc["files"][0]["tensors"]][:2] == ["layers.17.experts.3.w", "layers.2.experts.0.w"]
+    assert doc["summary"]["tensors"] == 240
+
+
+def test_non_finite_max_abs_in_json_is_a_string_and_all_zero_rows_are_capped(tmp_path, capsys):
+    p = tmp_path / "z.safetensors"
+    save_file({f"b.{i}": torch.zeros(3) for i in range(30)} | {"w": torch.tensor([INF, 1.0])}, str(p))
+    assert scan_command([p]) == 1
+    out = capsys.readouterr().out
+    assert "(10 all-zero, the rest finite)" in out
+    assert sum(1 for ln in out.splitlines() if "│ F32" in ln) == 1 + 20
