@@ -142,11 +142,13 @@ def _gunzip(fin, fout, cap: int) -> tuple[bool, str | None]:  # noqa: ANN001 - b
     Returns (whether the cap cut it, what was wrong with the data or None)."""
     d = zlib.decompressobj(16 + zlib.MAX_WBITS)
     written = 0
+    fed = False  # has the current member been fed any byte (a fresh decompressor after the last member has not)
     while True:
         raw = fin.read(_COPY_BLOCK)
         if not raw:
             break
         while raw:
+            fed = True
             try:
                 out = d.decompress(raw, cap - written + 1)
             except zlib.error as exc:
@@ -161,7 +163,8 @@ def _gunzip(fin, fout, cap: int) -> tuple[bool, str | None]:  # noqa: ANN001 - b
                 rest = d.unused_data + raw
                 d = zlib.decompressobj(16 + zlib.MAX_WBITS)
                 raw = rest if rest.strip(b"\x00") else b""
-    if not d.eof and (written or d.unconsumed_tail):
+                fed = False
+    if fed and not d.eof:
         return False, "the stream ends before the gzip end marker"
     return False, None
 
