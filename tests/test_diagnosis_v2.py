@@ -255,3 +255,10 @@ def test_warmup_still_climbing_without_config_is_stalled(tmp_path: Path):
     _state(tmp_path, _hist([2.30 + 0.005 * (i % 2) for i in range(12)], lrs))
     dx = _verdict(tmp_path)
     assert (dx.verdict.status, dx.verdict.root_cause) == ("failed", "lr_schedule_stalled")
+
+
+def test_nothing_to_judge_never_says_something_is_wrong(tmp_path: Path):
+    (tmp_path / "notes.txt").write_text("hello world\n")
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    res = CliRunner().invoke(app, ["run", str(tmp_path), "-o", str(tmp_path.parent / "r.html")])
+    assert res.exit_code == 0 and "Nothing to judge" in res.output and "Something is wrong" not in res.output

@@ -63,9 +63,13 @@ def verdict(report: dict[str, Any]) -> dict[str, Any]:
     causes = d(report.get("root_causes"))
     conf = v.get("confidence")
     conf = float(conf) if isinstance(conf, (int, float)) and not isinstance(conf, bool) and math.isfinite(conf) else 0.0
+    rc_text = text(causes.get(rc) or ROOT_CAUSES.get(rc) or rc.replace("_", " "))
+    if status == "inconclusive" and text(v.get("headline")).startswith("Nothing to judge"):
+        # nothing was found to judge: never say "something is wrong" about nothing
+        rc_text = "Nothing to judge: no training metrics, log events or checkpoints in what was read."
     return {
         "status": status, "status_word": STATUS_WORDS[status], "root_cause": rc,
-        "root_cause_text": text(causes.get(rc) or ROOT_CAUSES.get(rc) or rc.replace("_", " ")),
+        "root_cause_text": rc_text,
         "confidence": conf, "confidence_pct": f"{round(conf * 100)}%", "headline": text(v.get("headline")),
     }
 
