@@ -30,6 +30,8 @@ class Format(str, Enum):
     md = "md"
     json = "json"
     text = "text"
+    github = "github"  # GitHub Actions annotations + $GITHUB_STEP_SUMMARY (autopsy/render/ci.py)
+    sarif = "sarif"  # SARIF 2.1.0 for code scanning (autopsy/render/ci.py)
 
 
 class FailOn(str, Enum):
@@ -106,13 +108,13 @@ def run_cmd(
     output: Annotated[str | None, typer.Option("--output", "-o", help="Report file; '-' for stdout.")] = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is at or above this severity.")] = FailOn.error,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No terminal summary.")] = False,
+    baseline: Annotated[Path | None, typer.Option("--baseline", help="A run that worked: compare against it (as autopsy compare).")] = None,
 ) -> None:
     """Analyse a run: read what it left behind, diagnose, write a report."""
-    from autopsy.pipeline import analyze
-    from autopsy.report import build_report
+    from autopsy.api import analyze
 
     try:
-        analysis = analyze(path)
+        analysis = analyze(path, baseline=baseline, command=_command_line())
     except UserError as exc:
         fail(str(exc), exc.hint)
         return
@@ -121,7 +123,10 @@ def run_cmd(
             raise
         fail(f"internal error while analysing {path}: {type(exc).__name__}: {exc}", "set AUTOPSY_DEBUG=1 for the traceback")
         return
-    report = build_report(analysis, _command_line())
+    report = analysis.to_dict()
+    if fmt in (Format.github, Format.sarif):
+        from autopsy.many_cli import ci_output
+        raise typer.Exit(ci_output(report, fmt, output, path, fail_on))
     text = render(report, fmt)
     to_stdout = output == "-"
     out_path: Path | None = None
@@ -138,6 +143,9 @@ def run_cmd(
         from autopsy.render import terminal
         if not (to_stdout and fmt is Format.text):
             terminal.print_summary(report, out_path)
+        if baseline is not None:
+            from autopsy.render.comparison import lines
+            typer.echo("\n".join(terminal.clean(x) for x in lines(report)), err=True)
     raise typer.Exit(exit_code(report, fail_on))
 
 
@@ -211,6 +219,9 @@ def diff_cmd(
     from autopsy.checkpoints.cli import diff_command
 
     raise typer.Exit(diff_command(a, b, fmt=fmt, output=output))
+
+
+from autopsy import many_cli  # noqa: E402,F401 - registers compare and sweep (autopsy/many_cli.py)
 
 
 def main() -> None:

@@ -13,7 +13,8 @@ Reader = Callable[[Found, RunBuilder], None]
 
 
 #: reader modules, each exporting READERS = {kind: read}
-READER_MODULES = ("autopsy.ingest.structured", "autopsy.ingest.textlog", "autopsy.ingest.tensorboard")
+READER_MODULES = ("autopsy.ingest.structured", "autopsy.ingest.textlog", "autopsy.ingest.tensorboard",
+                  "autopsy.ingest.raytune")
 
 
 def readers(broken: dict[str, str] | None = None) -> dict[str, Reader]:

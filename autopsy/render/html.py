@@ -14,7 +14,7 @@ from typing import Any
 
 import jinja2
 
-from autopsy.render import charts, view
+from autopsy.render import charts, comparison, view
 
 TEMPLATE = "report.html.j2"
 #: CSP of the report: nothing may be fetched; no script may run. Kept in one place for the tests.
@@ -71,6 +71,7 @@ def context(report: dict[str, Any]) -> dict[str, Any]:
         "alternatives": [view.d(a) for a in view.lst(report.get("alternatives"))],
         "onset": onset,
         "panels": charts.build_panels(run.get("series"), markers(report, ck, onset)),
+        "comparison": comparison.html_section(report),  # autopsy run --baseline / autopsy compare
         "checkpoints": ck,
         "analysis": analysis,
         "config": view.config(report),

@@ -16,7 +16,7 @@ import math
 import re
 from typing import Any
 
-from autopsy.render import charts, view
+from autopsy.render import charts, comparison, view
 
 #: GitHub rejects comments over 65,536 characters; keep a margin for the user's own words
 MAX_CHARS = 60_000
@@ -197,7 +197,7 @@ def render(report: dict[str, Any]) -> str:
         rows = [[str(view.as_int(c.get("step"))) if view.as_int(c.get("step")) is not None else "config",
                  md(c.get("text")), md(c.get("artifact"), 200), md(c.get("where"), 120)] for c in chain]
         head.append("### Evidence\n\n" + table(["step", "what", "artifact", "where"], rows))
-    blocks = [curves(report, onset)]
+    blocks = [comparison.markdown_block(report), curves(report, onset)]  # comparison: only with a baseline
     fs = view.findings(report)
     if fs:
         blocks.append(f"### Findings ({len(fs)})\n\n" + "\n\n".join(finding_block(f) for f in fs[:MAX_FINDINGS])
