@@ -155,9 +155,10 @@ def compare_curve(a: Run, b: Run, metric: str) -> Curve | None:
     curve.final, curve.final_steps = (la[1], lb[1]), (la[0], lb[0])
     xa, xb = va[ia], vb[ib]
     for i in range(len(common)):
-        if i + 1 < MIN_NOISE_POINTS:
-            continue  # too few points to know either run's noise yet
-        na, nb = _noise(xa[: i + 1]), _noise(xb[: i + 1])
+        # each run's noise from its points up to here, and never from fewer than MIN_NOISE_POINTS (so a gap
+        # present from the first step is judged against the next few points' jitter)
+        k = max(i + 1, MIN_NOISE_POINTS)
+        na, nb = _noise(xa[:k]), _noise(xb[:k])
         if _parted(xa, xb, i, na + nb) and all(_parted(xa, xb, j, na + nb)
                                                 for j in range(i + 1, min(len(common), i + 1 + PART_PERSIST))):
             curve.part_step = int(common[i])
@@ -238,7 +239,7 @@ def _config_evidence(cmp: Comparison, keys: tuple[str, ...] | None = None) -> li
     for r in cmp.config + cmp.versions:
         if keys is not None and r["key"] not in keys:
             continue
-        out.append(Evidence(r["a_source"] or "(not set)", f"key {r['key']}",
+        out.append(Evidence(r["a_source"] or r["b_source"] or "", f"key {r['key']}",
                             f"{r['key']} = {_fmt(r['a'])} here, {_fmt(r['b'])} in the baseline "
                             f"({r['b_source'] or 'not set'})"))
     return out

@@ -39,7 +39,7 @@ MAX_NEST = 3
 #: reported as an error (a second death is the run's own doing, e.g. a reader crashing the interpreter)
 MAX_TRIES = 2
 #: config keys that describe the outcome or the environment, not a hyper-parameter of the sweep
-NOT_HPARAMS_PREFIXES = ("results.", "version.", "gpu.")
+NOT_HPARAMS_PREFIXES = ("results.", "version.", "gpu.", "hparam.")  # hparam.*: Tune params, in the row already
 NOT_HPARAMS = frozenset({"global_step", "best_metric", "best_model_checkpoint", "last_model_checkpoint",
                          "training_args.class", "architectures", "max_steps", "step_origin"})
 #: Ray Tune's per-trial files (ray/tune/result.py: EXPR_PARAM_FILE, EXPR_RESULT_FILE, EXPR_PROGRESS_FILE)
