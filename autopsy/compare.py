@@ -229,6 +229,8 @@ def compare_runs(a: Run, b: Run, baseline_verdict: dict[str, Any] | None = None,
 # -- judging: findings that use the baseline as evidence ----------------------------------------
 
 def _fmt(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
     if isinstance(v, float):
         return f"{v:.4g}"
     return "(not set)" if v is None else str(v)
