@@ -125,7 +125,7 @@ def sweep(paths: str | Path | Iterable[str | Path], workers: int = 0, cluster: s
     analysed is a row with status ``error`` and the reason in ``error``; it never stops the sweep.
     ``cluster`` is a Dask scheduler address (``tcp://host:8786``) or a ``distributed.Client``.
     """
-    from autopsy.sweep import run_sweep
+    from autopsy.sweep_engine import run_sweep
 
     if isinstance(paths, (str, Path)):
         paths = [paths]

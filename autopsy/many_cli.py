@@ -122,7 +122,7 @@ def sweep_cmd(
 ) -> None:
     """Analyse many runs in parallel: one row per run, grouped by cause, each run's report linked."""
     from autopsy.render import sweep_out
-    from autopsy.sweep import run_sweep
+    from autopsy.sweep_engine import run_sweep
 
     ext = {"html": "html", "md": "md", "json": "json", "csv": "csv", "text": "txt"}[fmt.value]
     out_path = None if output == "-" else Path(output or f"autopsy-sweep.{ext}")

@@ -56,7 +56,7 @@ class PeakRSS:
 
 
 def one(mode: str, runs: Path, reports: Path) -> dict:
-    from autopsy.sweep import run_sweep
+    from autopsy.sweep_engine import run_sweep
 
     startup = 0.0
     with PeakRSS() as mem:

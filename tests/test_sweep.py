@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 import autopsy
 from autopsy.cli import app
-from autopsy.sweep import analyze_one, expand, run_sweep
+from autopsy.sweep_engine import analyze_one, expand, run_sweep
 from conftest import FIXTURES, REPO
 
 SAMPLES = REPO / "sample_logs"
@@ -83,20 +83,19 @@ def test_dask_local_cluster_gives_the_same_rows(sweep_dir, tmp_path):
     assert all(Path(r["report"]).is_file() for r in res.rows if r["status"] != "error")
 
 
+def _deadly(path, reports_dir=None, params=None, baseline=None):
+    """Kills its worker process on one run (os._exit, as a crashing native reader would); analyses the others."""
+    import os
+
+    if path.endswith("fp16_overflow"):
+        os._exit(9)
+    return analyze_one(path, reports_dir, params, baseline)
+
+
 def test_a_worker_process_that_dies_costs_only_its_run(sweep_dir, monkeypatch, tmp_path):
-    """A run whose analysis kills the interpreter (os._exit, as a crashing native reader would) is an error row."""
-    import autopsy.sweep as sweep_mod
+    import autopsy.sweep_engine as sweep_mod
 
-    real = sweep_mod.analyze_one
-
-    def deadly(path, reports_dir=None, params=None, baseline=None):
-        if path.endswith("fp16_overflow"):
-            import os
-
-            os._exit(9)
-        return real(path, reports_dir, params, baseline)
-
-    monkeypatch.setattr(sweep_mod, "analyze_one", deadly)
+    monkeypatch.setattr(sweep_mod, "analyze_one", _deadly)  # the pool runs the module's function: forked workers see this
     res = run_sweep([str(sweep_dir)], workers=2)
     got = _verdicts(res.rows)
     assert got["fp16_overflow"] == ("error", None)
@@ -137,7 +136,8 @@ def test_api_returns_the_same_verdicts_as_the_cli(sweep_dir, tmp_path, monkeypat
     res = runner.invoke(app, ["sweep", str(sweep_dir), "-f", "json", "-o", "-", "-j", "2", "-q"])
     assert res.exit_code == 1  # failures in the sweep
     cli = {Path(r["run"]).name: (r["status"], r["root_cause"]) for r in json.loads(res.stdout)["runs"]}
-    api = {Path(r).name: (s, c) for r, s, c in zip(df["run"], df["status"], df["root_cause"])}
+    api = {Path(r).name: (s, c if isinstance(c, str) else None)  # pandas: a missing string is NaN
+           for r, s, c in zip(df["run"], df["status"], df["root_cause"])}
     assert cli == api
     for name, (status, cause) in EXPECTED.items():
         single = runner.invoke(app, ["run", str(sweep_dir / name), "-f", "json", "-o", "-", "-q"])
@@ -170,6 +170,12 @@ def test_run_names_are_escaped_and_csv_cells_cannot_be_formulas(tmp_path):
     html = sweep_out.to_html(res, tmp_path)
     assert "<b>x" not in html and "&lt;b&gt;x" in html
     assert "'=HYPERLINK(1)<b>x" in sweep_out.to_csv(res)
+
+
+def test_autopsy_sweep_stays_the_function_after_the_engine_is_imported():
+    import autopsy.sweep_engine  # noqa: F401
+
+    assert callable(autopsy.sweep) and autopsy.sweep.__module__ == "autopsy.api"
 
 
 def test_analyze_one_never_raises(tmp_path):

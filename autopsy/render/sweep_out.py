@@ -20,7 +20,7 @@ from urllib.parse import quote
 from markupsafe import escape
 
 from autopsy.model import ROOT_CAUSES, jsonable
-from autopsy.sweep import ROW_FIELDS, SweepResult
+from autopsy.sweep_engine import ROW_FIELDS, SweepResult
 
 #: hyper-parameter columns shown in the HTML/Markdown/text tables (JSON and CSV carry all)
 MAX_HP_COLUMNS = 12

@@ -35,9 +35,6 @@ RUN_KINDS = frozenset({"tfevents", "trainer_state", "text_log", "jsonl", "swift_
                        "lightning_csv", "raytune_result", "raytune_progress", "safetensors", "torch", "results_json"})
 #: how deep a sweep folder may nest runs (sweep/group/run)
 MAX_NEST = 3
-#: a worker process that dies takes its in-flight runs with it; each run gets this many tries before it is
-#: reported as an error (a second death is the run's own doing, e.g. a reader crashing the interpreter)
-MAX_TRIES = 2
 #: config keys that describe the outcome or the environment, not a hyper-parameter of the sweep
 NOT_HPARAMS_PREFIXES = ("results.", "version.", "gpu.", "hparam.")  # hparam.*: Tune params, in the row already
 NOT_HPARAMS = frozenset({"global_step", "best_metric", "best_model_checkpoint", "last_model_checkpoint",
@@ -221,10 +218,40 @@ def _error_row(spec: RunSpec, message: str) -> dict[str, Any]:
 Progress = Callable[[dict[str, Any]], None]
 
 
+def _task(path: str, reports_dir: str | None, params: dict[str, Any], marks: str) -> dict[str, Any]:
+    """Worker side of :func:`run_local`: note which run this process is on (a file named by its pid), so that
+    when a worker dies the parent knows which runs were in flight; then the same ``analyze_one``."""
+    mark = os.path.join(marks, str(os.getpid()))
+    with open(mark, "w", encoding="utf-8") as fh:
+        fh.write(path)
+    row = analyze_one(path, reports_dir, params)
+    with open(mark, "w", encoding="utf-8") as fh:
+        fh.write("")
+    return row
+
+
+def _in_flight(marks: str) -> set[str]:
+    out = set()
+    for name in os.listdir(marks):
+        try:
+            with open(os.path.join(marks, name), encoding="utf-8") as fh:
+                path = fh.read()
+        except OSError:
+            continue
+        if path:
+            out.add(path)
+    return out
+
+
 def run_local(specs: list[RunSpec], workers: int, reports_dir: str | None, on_row: Progress) -> list[dict[str, Any]]:
-    """Worker processes (fork: they inherit the imported pipeline). A pool broken by a dying worker is replaced
-    and the unfinished runs go again; a run in flight at :data:`MAX_TRIES` deaths is an error row."""
+    """Worker processes (fork: they inherit the imported pipeline), ``concurrent.futures`` style.
+
+    A worker that dies (a native crash, the OOM killer) breaks the pool: the runs that were in flight become
+    suspects and are retried each in a pool of its own, so only the run that kills its worker again gets an
+    error row; the runs not yet started go on in a fresh pool, untouched.
+    """
     import multiprocessing as mp
+    import tempfile
 
     from autopsy import pipeline  # noqa: F401 - imported before the fork, so workers start warm
     from autopsy.ingest import readers
@@ -234,34 +261,45 @@ def run_local(specs: list[RunSpec], workers: int, reports_dir: str | None, on_ro
 
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
     rows: list[dict[str, Any]] = []
+
+    def done(row: dict[str, Any]) -> None:
+        rows.append(row)
+        on_row(row)
+
     pending = list(specs)
-    tries: dict[str, int] = {}
-    while pending:
-        broken: list[RunSpec] = []
-        with ProcessPoolExecutor(max_workers=max(1, workers), mp_context=ctx) as pool:
-            futs = {pool.submit(analyze_one, s.path, reports_dir, s.params): s for s in pending}
-            for fut in as_completed(futs):
-                spec = futs[fut]
-                try:
-                    row = fut.result()
-                except BrokenProcessPool:
-                    broken.append(spec)
-                    continue
-                except Exception as exc:  # noqa: BLE001
-                    row = _error_row(spec, f"worker error: {type(exc).__name__}: {exc}"[:500])
-                rows.append(row)
-                on_row(row)
-        pending = []
-        for spec in broken:
-            tries[spec.path] = tries.get(spec.path, 0) + 1
-            if tries[spec.path] >= MAX_TRIES:
-                row = _error_row(spec, f"the worker process died {tries[spec.path]} times while analysing this run")
-                rows.append(row)
-                on_row(row)
+    with tempfile.TemporaryDirectory(prefix="autopsy-sweep-") as marks:
+        while pending:
+            suspects: list[RunSpec] = []
+            unfinished: list[RunSpec] = []
+            with ProcessPoolExecutor(max_workers=max(1, workers), mp_context=ctx) as pool:
+                futs = {pool.submit(_task, s.path, reports_dir, s.params, marks): s for s in pending}
+                for fut in as_completed(futs):
+                    spec = futs[fut]
+                    try:
+                        done(fut.result())
+                    except BrokenProcessPool:
+                        unfinished.append(spec)
+                    except Exception as exc:  # noqa: BLE001
+                        done(_error_row(spec, f"worker error: {type(exc).__name__}: {exc}"[:500]))
+            if unfinished:
+                flying = _in_flight(marks)
+                suspects = [s for s in unfinished if s.path in flying]
+                pending = [s for s in unfinished if s.path not in flying]
+                for name in os.listdir(marks):
+                    os.unlink(os.path.join(marks, name))
+                if not suspects:  # should not happen; never loop forever
+                    suspects, pending = pending, []
             else:
-                pending.append(spec)
-        if broken and pending:
-            workers = 1 if len(pending) <= workers else workers  # isolate the survivors when few remain
+                pending = []
+            for spec in suspects:  # each alone: a second death is the run's own doing
+                with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+                    try:
+                        done(pool.submit(_task, spec.path, reports_dir, spec.params, marks).result())
+                    except BrokenProcessPool:
+                        done(_error_row(spec, "the worker process died while analysing this run (twice: once "
+                                              "in the pool, once alone); it is the run's own doing"))
+                    except Exception as exc:  # noqa: BLE001
+                        done(_error_row(spec, f"worker error: {type(exc).__name__}: {exc}"[:500]))
     return rows
 
 
