@@ -41,6 +41,10 @@ NOT_HPARAMS = frozenset({"global_step", "best_metric", "best_model_checkpoint", 
                          "training_args.class", "architectures", "max_steps", "step_origin"})
 #: Ray Tune's per-trial files (ray/tune/result.py: EXPR_PARAM_FILE, EXPR_RESULT_FILE, EXPR_PROGRESS_FILE)
 TUNE_PARAMS, TUNE_RESULT, TUNE_PROGRESS = "params.json", "result.json", "progress.csv"
+#: the knobs people sweep, shown first (the rest of the varying config keys follow alphabetically)
+HPARAM_ORDER = ("learning_rate", "lr_scheduler_type", "warmup_steps", "warmup_ratio", "optim", "max_grad_norm",
+                "per_device_train_batch_size", "gradient_accumulation_steps", "torch_dtype", "fp16", "bf16",
+                "max_length", "max_seq_length", "loss_type", "beta", "lora.r", "lora.alpha", "seed")
 ROW_FIELDS = ("run", "name", "status", "root_cause", "onset", "confidence", "headline", "findings", "error",
               "report", "seconds")
 
@@ -352,7 +356,8 @@ class SweepResult:
                 keys.setdefault(k, set()).add(json.dumps(v, default=str, sort_keys=True))
         out = [k for k, vals in keys.items() if len(vals) > 1]  # a key only some runs have is not "varying"
         tune = [k for k in out if any(k in r.get("params", {}) for r in self.rows)]
-        return tune + sorted(k for k in out if k not in tune)
+        rank = {k: i for i, k in enumerate(HPARAM_ORDER)}
+        return tune + sorted((k for k in out if k not in tune), key=lambda k: (rank.get(k, len(rank)), k))
 
     def table(self) -> list[dict[str, Any]]:
         """Rows for output: fixed fields, then ``hp.<key>`` for each varying hyper-parameter; sorted by cause."""

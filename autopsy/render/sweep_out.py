@@ -135,7 +135,7 @@ def to_text(result: SweepResult) -> str:
     for name, rows in result.groups():
         lines.append(f"{name} ({len(rows)})")
         for r in rows:
-            extra = " ".join(f"{k}={_cell(r.get(f'hp.{k}'))}" for k in _hp(result)[:4])
+            extra = " ".join(f"{k}={_cell(r.get(f'hp.{k}')) or '-'}" for k in _hp(result)[:4])
             onset = f" onset {r['onset']}" if r["onset"] is not None else ""
             conf = f" {r['confidence']:.0%}" if isinstance(r["confidence"], (int, float)) else ""
             lines.append(clean(f"  {r['name']:<32} {r['status']:<12}{conf}{onset}  {extra}".rstrip()))
