@@ -311,7 +311,8 @@ def run_dask(specs: list[RunSpec], cluster: Any, reports_dir: str | None, on_row
     """The same :func:`analyze_one` on a Dask cluster: ``Client.map`` + ``as_completed``. ``cluster`` is a
     scheduler address or an existing ``distributed.Client``."""
     try:
-        from distributed import Client, as_completed as dask_completed
+        from distributed import Client
+        from distributed import as_completed as dask_completed
     except ImportError as exc:
         from autopsy.errors import UserError
 

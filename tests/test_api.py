@@ -6,9 +6,10 @@ import json
 import subprocess
 import sys
 
+from conftest import REPO
+
 import autopsy
 from autopsy.model import Checkpoint, Config, Event, Finding, Verdict
-from conftest import REPO
 
 SAMPLES = REPO / "sample_logs"
 

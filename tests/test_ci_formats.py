@@ -9,12 +9,12 @@ import shutil
 
 import jsonschema
 import pytest
+from conftest import FIXTURES, REPO
 from typer.testing import CliRunner
 
 import autopsy
 from autopsy.cli import app
 from autopsy.render import ci
-from conftest import FIXTURES, REPO
 
 SAMPLES = REPO / "sample_logs"
 runner = CliRunner()

@@ -9,12 +9,12 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES, REPO
 from typer.testing import CliRunner
 
 import autopsy
 from autopsy.cli import app
 from autopsy.compare import PART_NOISE_FACTOR, compare_curve
-from conftest import FIXTURES, REPO
 
 SAMPLES = REPO / "sample_logs"
 TWIN = FIXTURES / "padding_free_twin"
@@ -109,9 +109,9 @@ def test_padded_run_against_padding_free_twin_is_not_blamed_on_padding_free():
 
 def test_compare_curve_judges_noise_per_run(tmp_path):
     """A run with a big but steady offset parts at once; jitter of each run's own size does not part."""
-    from autopsy.model import Run
-
     import pandas as pd
+
+    from autopsy.model import Run
 
     def run(values):
         r = Run(root=tmp_path)

@@ -10,12 +10,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES, REPO
 from typer.testing import CliRunner
 
 import autopsy
 from autopsy.cli import app
 from autopsy.sweep_engine import analyze_one, expand, run_sweep
-from conftest import FIXTURES, REPO
 
 SAMPLES = REPO / "sample_logs"
 runner = CliRunner()
