@@ -145,29 +145,35 @@ def html_section(report: dict[str, Any]) -> Markup:
     for line in lines(report)[1:]:
         parts.append(f"<li>{escape(line.strip())}</li>")
     parts.append("</ul>")
-    for p in overlay_panels(report):
-        parts.append(f'<figure class="chart">{p.svg}</figure>')
+    panels = overlay_panels(report)
+    if panels:
+        parts.append('<div class="keyrow"><span><span class="sw" style="background:' + RUN_COLOR + '"></span>this run</span>'
+                     '<span><span class="sw" style="background:' + BASE_COLOR + '"></span>baseline</span>'
+                     '<span>red dashed line: where the curves part</span></div>')
+        parts.append('<div class="chartbox">' + "".join(str(p.svg) for p in panels) + "</div>")
     diff = [view.d(r) for r in view.lst(cmp.get("config")) + view.lst(cmp.get("versions"))]
     if diff:
-        parts.append("<table><thead><tr><th>key</th><th>this run</th><th>baseline</th><th>source (run)</th></tr></thead><tbody>")
+        parts.append('<div class="scroll"><table><thead><tr><th>key</th><th>this run</th><th>baseline</th><th>source (run)</th></tr></thead><tbody>')
         for r in diff[:MAX_ROWS]:
             parts.append(f"<tr><td><code>{escape(view.text(r.get('key')))}</code></td><td>{escape(_v(r.get('a')))}</td>"
                          f"<td>{escape(_v(r.get('b')))}</td><td>{escape(view.text(r.get('a_source')))}</td></tr>")
-        parts.append("</tbody></table>")
+        parts.append("</tbody></table></div>")
     cks = [view.d(c) for c in view.lst(cmp.get("checkpoints"))]
     if cks:
-        parts.append("<table><thead><tr><th>step</th><th>tensors differing</th><th>identical</th>"
-                     "<th>non-finite only in this run</th><th>largest changes (rel. L2)</th></tr></thead><tbody>")
+        parts.append('<div class="scroll"><table><thead><tr><th>step</th><th>tensors differing</th><th>identical</th>'
+                     '<th>non-finite only in this run</th><th>largest changes (rel. L2)</th></tr></thead><tbody>')
         for c in cks:
-            top = ", ".join(f"{view.text(view.d(t).get('name'))} {_rel(view.d(t).get('rel_l2'))}"
+            top = ", ".join(f"{view.text(view.d(t).get('name'))} {_rel(view.d(t).get('rel_l2'), view.d(t).get('note'))}"
                             for t in view.lst(c.get("top"))[:3])
             parts.append(f"<tr><td>{escape(view.text(c.get('step')))}</td><td>{escape(view.text(c.get('changed')))}</td>"
                          f"<td>{escape(view.text(c.get('identical')))}</td>"
                          f"<td>{len(view.lst(c.get('nonfinite_only_a')))}</td><td>{escape(top)}</td></tr>")
-        parts.append("</tbody></table>")
+        parts.append("</tbody></table></div>")
     parts.append("</section>")
     return Markup("".join(parts))
 
 
-def _rel(x: Any) -> str:
-    return charts.fmt(float(x)) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else "n/a"
+def _rel(x: Any, note: Any = None) -> str:
+    if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x):
+        return charts.fmt(float(x))
+    return "(non-finite values)" if note and "non-finite" in str(note) else "n/a"
