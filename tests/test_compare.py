@@ -198,3 +198,19 @@ def test_paths_in_config_rows_are_artifacts_of_each_side(lr_vs_healthy):
     row = next(r for r in lr_vs_healthy.comparison.config if r["key"] == "learning_rate")
     assert Path(SAMPLES / "lr_too_high_nan" / row["a_source"]).is_file()
     assert Path(SAMPLES / "healthy_sft" / row["b_source"]).is_file()
+
+
+def test_versions_are_listed_apart_and_outcome_keys_are_not_config(tmp_path):
+    from autopsy.compare import config_differences
+    from autopsy.model import Run
+
+    a, b = Run(root=tmp_path), Run(root=tmp_path)
+    for run, tf, lr, gs in ((a, "4.53.0", 2e-5, 120), (b, "4.56.1", 2e-5, 300)):
+        run.config.add("version.transformers", tf, "trainer_state.json")
+        run.config.add("learning_rate", lr, "training_args.bin")
+        run.config.add("global_step", gs, "trainer_state.json")  # how far it got: an outcome, not a setting
+        run.config.add("results.train_loss", 1.0 + gs, "all_results.json")
+    a.config.add("packing", True, "args.json")
+    rows, versions = config_differences(a, b)
+    assert [(r["key"], r["a"], r["b"]) for r in rows] == [("packing", True, None)]
+    assert [(r["key"], r["a"], r["b"]) for r in versions] == [("version.transformers", "4.53.0", "4.56.1")]
