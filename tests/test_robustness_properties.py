@@ -32,6 +32,7 @@ NAMES = {
     "args_json": "args.json", "args_yaml": "training_args.yaml", "training_args_bin": "training_args.bin",
     "weights_index": "model.safetensors.index.json", "json_config": "ds_config.json", "yaml_config": "train.yaml",
     "text_log": "train.log", "tfevents": "events.out.tfevents.1.host",
+    "raytune_result": "result.json", "raytune_params": "params.json", "raytune_progress": "progress.csv",
 }
 
 
@@ -68,7 +69,19 @@ def _seeds() -> dict[str, bytes]:
                     b"\r 10%|#         | 10/100 [00:01<00:09]\nTraceback (most recent call last):\n"
                     b'  File "t.py", line 1, in <module>\nRuntimeError: CUDA out of memory.\n',
         "tfevents": tb,
+        **_raytune_seeds(),
     }
+
+
+def _raytune_seeds() -> dict[str, bytes]:
+    """The diverging trial of the real Ray Tune fixture (its last lines hold the inf/NaN records)."""
+    from conftest import FIXTURES
+
+    trial = next(p for p in (FIXTURES / "raytune_sweep").iterdir() if p.is_dir() and "lr=8.0000" in p.name)
+    result = (trial / "result.json").read_bytes().splitlines(keepends=True)
+    progress = (trial / "progress.csv").read_bytes().splitlines(keepends=True)
+    return {"raytune_result": b"".join(result[:3] + result[-3:]), "raytune_params": (trial / "params.json").read_bytes(),
+            "raytune_progress": b"".join(progress[:4] + progress[-3:])}
 
 
 SEEDS = _seeds()
