@@ -158,6 +158,7 @@ def test_sweep_outputs_csv_md_html(sweep_dir, tmp_path, monkeypatch):
     assert "### lr\\_too\\_high (2)" in md and "](autopsy-sweep-reports/" in md
     html = (tmp_path / "autopsy-sweep.html").read_text()
     assert 'href="autopsy-sweep-reports/healthy_sft-' in html and "<script" not in html
+    assert "&lt;p&gt;" not in html and "&lt;/td&gt;" not in html  # our own markup is never escaped into text
     assert (tmp_path / "autopsy-sweep-reports").is_dir()
 
 

@@ -102,10 +102,11 @@ def to_html(result: SweepResult, base: Path | None) -> str:
              "<style>body{font:14px/1.4 system-ui,sans-serif;margin:1.5rem;color:#0f172a}table{border-collapse:collapse;"
              "margin:.5rem 0 1.5rem}th,td{border:1px solid #cbd5e1;padding:.25rem .5rem;text-align:left;vertical-align:top}"
              "th{background:#f1f5f9}.failed{color:#b91c1c;font-weight:600}.healthy{color:#047857}.error{color:#92400e}"
-             ".inconclusive{color:#a16207}.muted{color:#64748b}</style></head><body>",
+             ".inconclusive{color:#a16207}.muted{color:#64748b}.scroll{overflow-x:auto}td.h{min-width:22em}"
+             "</style></head><body>",
              f"<h1>autopsy sweep: {len(result.rows)} runs</h1>",
-             "<p>" + escape(", ".join(f"{n} {k}" for k, n in sorted(c.items()))) + ". Varying hyper-parameters: "
-             + escape(", ".join(result.varying()) or "none") + "</p>"]
+             f"<p>{escape(', '.join(f'{n} {k}' for k, n in sorted(c.items())))}. Varying hyper-parameters: "
+             f"{escape(', '.join(result.varying()) or 'none')}</p>"]
     for p in result.problems:
         parts.append(f'<p class="error">{escape(p)}</p>')
     for name, rows in result.groups():
@@ -113,17 +114,17 @@ def to_html(result: SweepResult, base: Path | None) -> str:
         parts.append(f'<h2 id="{escape(gid)}">{escape(name)} ({len(rows)})</h2>')
         if name in ROOT_CAUSES:
             parts.append(f'<p class="muted">{escape(ROOT_CAUSES[name])}</p>')
-        parts.append("<table><thead><tr><th>run</th><th>verdict</th><th>root cause</th><th>onset</th><th>confidence</th>"
-                     "<th>headline</th>" + "".join(f"<th>{escape(k)}</th>" for k in hp) + "</tr></thead><tbody>")
+        parts.append('<div class="scroll"><table><thead><tr><th>run</th><th>verdict</th><th>root cause</th><th>onset</th><th>confidence</th>'
+                     '<th>headline</th>' + "".join(f"<th>{escape(k)}</th>" for k in hp) + "</tr></thead><tbody>")
         for r in rows:
             link = _link(r["report"], base)
             run = (f'<a href="{escape(link)}" title="{escape(r["run"])}">{escape(r["name"])}</a>' if link
                    else f'<span title="{escape(r["run"])}">{escape(r["name"])}</span>')
             parts.append(f"<tr><td>{run}</td><td class=\"{escape(r['status'])}\">{escape(r['status'])}</td>"
                          f"<td>{escape(r['root_cause'] or '')}</td><td>{escape(_cell(r['onset']))}</td>"
-                         f"<td>{escape(_cell(r['confidence']))}</td><td>{escape(r['error'] or r['headline'])}</td>"
+                         f"<td>{escape(_cell(r['confidence']))}</td><td class=\"h\">{escape(r['error'] or r['headline'])}</td>"
                          + "".join(f"<td>{escape(_cell(r.get(f'hp.{k}')))}</td>" for k in hp) + "</tr>")
-        parts.append("</tbody></table>")
+        parts.append("</tbody></table></div>")
     parts.append(f'<p class="muted">{escape(result.workers)}, {result.seconds:.1f} s</p></body></html>\n')
     return "".join(parts)
 
