@@ -39,6 +39,8 @@ class Format(str, Enum):
     md = "md"
     json = "json"
     text = "text"
+    github = "github"  # GitHub Actions annotations + $GITHUB_STEP_SUMMARY (autopsy/render/ci.py)
+    sarif = "sarif"  # SARIF 2.1.0 for code scanning (autopsy/render/ci.py)
 
 
 class FailOn(str, Enum):
@@ -115,15 +117,16 @@ def run_cmd(
     output: Annotated[str | None, typer.Option("--output", "-o", help="Report file; '-' for stdout.")] = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is at or above this severity.")] = FailOn.error,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No terminal summary.")] = False,
+    baseline: Annotated[Path | None, typer.Option("--baseline", help="A run that worked: compare against it (as autopsy compare).")] = None,
 ) -> None:
     """Analyse a run: read what it left behind, diagnose, write a report. PATH '-' reads a log from stdin."""
     if str(path) == "-":
-        _run_stdin(fmt, output, fail_on, quiet)
+        _run_stdin(fmt, output, fail_on, quiet, baseline)
         return
-    _run(path, fmt, output, fail_on, quiet)
+    _run(path, fmt, output, fail_on, quiet, baseline=baseline)
 
 
-def _run_stdin(fmt: Format, output: str | None, fail_on: FailOn, quiet: bool) -> None:
+def _run_stdin(fmt: Format, output: str | None, fail_on: FailOn, quiet: bool, baseline: Path | None = None) -> None:
     """Spool stdin to a private ``<stdin>`` file, analyse it, remove it."""
     import shutil
 
@@ -139,18 +142,18 @@ def _run_stdin(fmt: Format, output: str | None, fail_on: FailOn, quiet: bool) ->
             fail("stdin was empty: nothing to analyse", "pipe a log in: cat train.log | autopsy run -")
             return
         notes = [(STDIN_NAME, cut_message())] if cut else []
-        _run(path, fmt, output, fail_on, quiet, notes, report_name=str(tmp / "stdin"))
+        _run(path, fmt, output, fail_on, quiet, notes, report_name=str(tmp / "stdin"), baseline=baseline)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _run(path: Path, fmt: Format, output: str | None, fail_on: FailOn, quiet: bool,
-         notes: list[tuple[str, str]] | None = None, report_name: str | None = None) -> None:
-    from autopsy.pipeline import analyze
-    from autopsy.report import build_report
+         notes: list[tuple[str, str]] | None = None, report_name: str | None = None,
+         baseline: Path | None = None) -> None:
+    from autopsy.api import analyze
 
     try:
-        analysis = analyze(path)
+        analysis = analyze(path, baseline=baseline, command=_command_line())
     except UserError as exc:
         fail(str(exc), exc.hint)
         return
@@ -161,7 +164,10 @@ def _run(path: Path, fmt: Format, output: str | None, fail_on: FailOn, quiet: bo
         return
     for where, message in notes or ():
         analysis.run.problem(where, "text_log", message, "partial")
-    report = build_report(analysis, _command_line())
+    report = analysis.to_dict()
+    if fmt in (Format.github, Format.sarif):
+        from autopsy.many_cli import ci_output
+        raise typer.Exit(ci_output(report, fmt, output, path, fail_on))
     text = render(report, fmt)
     to_stdout = output == "-"
     out_path: Path | None = None
@@ -178,6 +184,9 @@ def _run(path: Path, fmt: Format, output: str | None, fail_on: FailOn, quiet: bo
         from autopsy.render import terminal
         if not (to_stdout and fmt is Format.text):
             terminal.print_summary(report, out_path)
+        if baseline is not None:
+            from autopsy.render.comparison import lines
+            typer.echo("\n".join(terminal.clean(x) for x in lines(report)), err=True)
     raise typer.Exit(exit_code(report, fail_on))
 
 
@@ -284,6 +293,9 @@ def preflight_cmd(
 from autopsy.watch import watch_cmd  # noqa: E402 - registered here, defined in its own module
 
 app.command("watch")(watch_cmd)
+
+
+from autopsy import many_cli  # noqa: E402,F401 - registers compare and sweep (autopsy/many_cli.py)
 
 
 def main() -> None:

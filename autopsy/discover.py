@@ -68,6 +68,8 @@ def classify(path: Path, size: int) -> str:
         return "tfevents"
     if low == "trainer_state.json":
         return "trainer_state"
+    if low in ("result.json", "params.json", "progress.csv") and (path.parent / "params.json").is_file():
+        return {"result.json": "raytune_result", "params.json": "raytune_params"}.get(low, "raytune_progress")  # Ray Tune trial
     if _RESULTS.match(low):
         return "results_json"
     if path.parent.name == "autopsy-record" and (low.endswith(".jsonl") or low.startswith("batch-step")):

@@ -38,6 +38,7 @@ NAMES = {
     "metrics_csv": "results.csv",
     "archive": "logs.gz",
     "autopsy_record": "autopsy-record/record.jsonl",
+    "raytune_result": "result.json", "raytune_params": "params.json", "raytune_progress": "progress.csv",
 }
 
 
@@ -124,6 +125,7 @@ def _seeds() -> dict[str, bytes]:
         "tfevents": tb,
         **_tracker_seeds(),
         "autopsy_record": _flight_record(),
+        **_raytune_seeds(),
     }
 
 
@@ -147,6 +149,17 @@ def _flight_record() -> bytes:
             net.zero_grad()
         rec.close()
         return rec.path.read_bytes()
+
+
+def _raytune_seeds() -> dict[str, bytes]:
+    """The diverging trial of the real Ray Tune fixture (its last lines hold the inf/NaN records)."""
+    from conftest import FIXTURES
+
+    trial = next(p for p in (FIXTURES / "raytune_sweep").iterdir() if p.is_dir() and "lr=8.0000" in p.name)
+    result = (trial / "result.json").read_bytes().splitlines(keepends=True)
+    progress = (trial / "progress.csv").read_bytes().splitlines(keepends=True)
+    return {"raytune_result": b"".join(result[:3] + result[-3:]), "raytune_params": (trial / "params.json").read_bytes(),
+            "raytune_progress": b"".join(progress[:4] + progress[-3:])}
 
 
 SEEDS = _seeds()

@@ -16,7 +16,8 @@ Reader = Callable[[Found, RunBuilder], None]
 READER_MODULES = ("autopsy.ingest.structured", "autopsy.ingest.textlog", "autopsy.ingest.tensorboard",
                   "autopsy.ingest.mlflow_store", "autopsy.ingest.wandb_run",
                   "autopsy.ingest.columns", "autopsy.ingest.archives",
-                  "autopsy.ingest.flight_record")
+                  "autopsy.ingest.flight_record",
+                  "autopsy.ingest.raytune")
 
 
 def readers(broken: dict[str, str] | None = None) -> dict[str, Reader]:

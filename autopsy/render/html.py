@@ -14,7 +14,7 @@ from typing import Any
 
 import jinja2
 
-from autopsy.render import charts, heatmap, view
+from autopsy.render import charts, comparison, heatmap, view
 
 TEMPLATE = "report.html.j2"
 #: CSP of the report: nothing may be fetched; no script may run. Kept in one place for the tests.
@@ -72,6 +72,7 @@ def context(report: dict[str, Any]) -> dict[str, Any]:
         "causal": [view.d(t) for t in view.lst(report.get("timeline"))],
         "onset": onset,
         "panels": charts.build_panels(run.get("series"), markers(report, ck, onset)),
+        "comparison": comparison.html_section(report),  # autopsy run --baseline / autopsy compare
         "checkpoints": ck,
         "heatmaps": heatmap.build(view.lst(run.get("flight_records"))),
         "analysis": analysis,

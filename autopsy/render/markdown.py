@@ -20,7 +20,7 @@ import math
 import re
 from typing import Any
 
-from autopsy.render import charts, view
+from autopsy.render import charts, comparison, view
 
 #: GitHub rejects comments over 65,536 characters; keep a margin for the user's own words
 MAX_CHARS = 60_000
@@ -236,7 +236,7 @@ def render(report: dict[str, Any]) -> str:
                  md(t.get("role"), 40), md(t.get("text")), md(t.get("symptom"), 60), md(t.get("artifact"), 200)]
                 for t in timeline]
         head.append("### Anomalies in time order\n\n" + table(["step", "role", "anomaly", "observed", "artifact"], rows))
-    blocks = [curves(report, onset)]
+    blocks = [comparison.markdown_block(report), curves(report, onset)]  # comparison: only with a baseline
     fs = view.findings(report)
     if fs:
         blocks.append(f"### Findings ({len(fs)})\n\n" + "\n\n".join(finding_block(f) for f in fs[:MAX_FINDINGS])
