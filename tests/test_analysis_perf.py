@@ -49,8 +49,9 @@ def old_divergence(vals: list[float]) -> tuple[int, int] | None:
     for i, v in enumerate(vals):
         best = i if best is None or v < vals[best] else best
         tail = vals[i:]
-        if vals[best] > 0 and len(tail) >= lr_too_high.DIVERGE_LOGS and all(q >= lr_too_high.DIVERGE_FACTOR * vals[best]
-                                                                          for q in tail):
+        # the divergence bar: DIVERGE_FACTOR x the best, and back above 0.8x the first loss or 5x the best anyway
+        floor = min(max(lr_too_high.DIVERGE_FACTOR * vals[best], 0.8 * vals[0]), 5.0 * vals[best])
+        if vals[best] > lr_too_high.MIN_BEST and len(tail) >= lr_too_high.DIVERGE_LOGS and all(q >= floor for q in tail):
             return i, best
     return None
 
