@@ -110,13 +110,31 @@ def _spikes(run: Run, loss) -> Iterable[Finding]:
         return
     i0, level = spikes[0]
     p = loss[i0]
+    evidence = [loss[i].evidence(f"loss {fmt(loss[i].value)} at step {loss[i].step} vs running median {fmt(lv)}")
+                for i, lv in spikes[:4]]
+    high = _lr_far_above_usual(run, p.step)
+    if high is not None:
+        evidence.append(high)
     yield Finding(
-        code=CODE, name=SLUG, root_cause=None, severity="warning", confidence=0.7,
+        code=CODE, name=SLUG, root_cause="lr_too_high" if high is not None else None,
+        severity="error" if high is not None else "warning", confidence=0.6 if high is not None else 0.7,
         title=f"{len(spikes)} loss spikes >= {SPIKE_FACTOR:g}x the running level (first at step {p.step})",
         message=(f"{len(spikes)} logs jump to >= {SPIKE_FACTOR:g}x the median of the {SPIKE_WINDOW} logs before them; the "
                  f"first at step {p.step}: {fmt(p.value)} vs ~{fmt(level)}."),
-        first_step=p.step, evidence=[loss[i].evidence(f"loss {fmt(loss[i].value)} at step {loss[i].step} vs running "
-                                                      f"median {fmt(lv)}") for i, lv in spikes[:4]],
+        first_step=p.step, evidence=evidence,
         remedies=["Lower the LR or add gradient clipping if spikes keep coming; check the batches at those steps."],
-        basis="symptom", symptom="loss_spike",
+        basis="inferred" if high is not None else "symptom", symptom="loss_spike",
     )
+
+
+def _lr_far_above_usual(run: Run, step: int):
+    """Evidence that the LR at the spikes is far above the usual Adam-family fine-tuning range (after warmup)."""
+    from detectors.lr_too_high import USUAL_LR_MAX, USUAL_LR_MAX_LORA
+
+    lr = points(run, "learning_rate").finite_only()
+    at = value_at(lr, step)
+    limit = USUAL_LR_MAX_LORA if run.config.get("lora.r") is not None else USUAL_LR_MAX
+    if at is None or at.value <= limit:
+        return None
+    return at.evidence(f"learning rate {fmt(at.value)} at step {at.step}, above the usual range (<= {fmt(limit)}) for "
+                       "Adam-family fine-tuning")

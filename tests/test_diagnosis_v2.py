@@ -262,3 +262,20 @@ def test_nothing_to_judge_never_says_something_is_wrong(tmp_path: Path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
     res = CliRunner().invoke(app, ["run", str(tmp_path), "-o", str(tmp_path.parent / "r.html")])
     assert res.exit_code == 0 and "Nothing to judge" in res.output and "Something is wrong" not in res.output
+
+
+def test_spikes_at_a_far_too_high_lr_name_the_lr(tmp_path: Path):
+    losses = [2.0 - 0.01 * i for i in range(40)]
+    for i in (15, 22, 30, 36):
+        losses[i] *= 4
+    _state(tmp_path, _hist(losses, [5e-3] * 40))
+    dx = _verdict(tmp_path)
+    assert (dx.verdict.status, dx.verdict.root_cause) == ("failed", "lr_too_high")
+
+
+def test_spikes_at_an_ordinary_lr_are_a_warning(tmp_path: Path):
+    losses = [2.0 - 0.01 * i for i in range(40)]
+    for i in (15, 22, 30, 36):
+        losses[i] *= 4
+    _state(tmp_path, _hist(losses, [2e-5] * 40))
+    assert _verdict(tmp_path).verdict.status == "healthy"
