@@ -52,6 +52,29 @@ EXPLAINED = re.compile(
     re.IGNORECASE)
 
 
+#: libraries whose *internal* failures (an assertion or runtime check in their own code) point at the library,
+#: not at the user's input; torch itself is left out: its RuntimeErrors are mostly about the caller's tensors
+FAULT_LIBRARIES = ("deepspeed", "accelerate", "peft", "trl", "vllm", "verl", "flash_attn", "bitsandbytes", "megatron",
+                   "swift", "llamafactory", "openrlhf", "xformers", "apex")
+#: exception types of an internal check failing (ValueError/TypeError/KeyError/OSError usually name a bad argument)
+INTERNAL_EXC = ("AssertionError", "RuntimeError", "IndexError", "ZeroDivisionError", "NotImplementedError")
+#: messages that are about the caller even when raised in a library
+_CALLER_FAULT = re.compile(r"same device|size mismatch|out of memory|does not exist|not found|No such file|"
+                           r"expected .* got|must be|should be|invalid|unsupported|not supported", re.IGNORECASE)
+LIBRARY_FAULT_CONFIDENCE = 0.5
+
+
+def _library_fault(exc_type: str, exc_msg: str, frame: object) -> tuple[str, str] | None:
+    """(library, path) when the innermost frame is in a framework's own code and the exception is an internal check."""
+    if not isinstance(frame, dict) or exc_type.rsplit(".", 1)[-1] not in INTERNAL_EXC or _CALLER_FAULT.search(exc_msg):
+        return None
+    path = str(frame.get("file") or "").replace("\\", "/")
+    m = re.search(r"(?:site-packages|dist-packages)/([A-Za-z_][\w]*)/", path)
+    if m and m.group(1).lower() in FAULT_LIBRARIES:
+        return m.group(1).lower(), path[m.start(1):]
+    return None
+
+
 def _exc(ev: Event) -> tuple[str, str]:
     t = str(ev.data.get("exc_type") or "").strip()
     m = str(ev.data.get("exc_message") or "").strip()
@@ -105,6 +128,22 @@ def detect(run: Run) -> Iterable[Finding]:
                       message=f"The run died{at}: {exc_type}: {exc_msg[:300]} (the cause is named by the other findings).",
                       first_step=step, evidence=evidence, remedies=remedies[1:], basis="direct")
         return
+    inside = None if after_nan else _library_fault(exc_type, exc_msg, frame)
+    if inside is not None:
+        lib, path = inside
+        ver = run.config.get(f"version.{lib}")
+        yield Finding(code=CODE, name=SLUG, root_cause="framework_bug", severity="error", confidence=LIBRARY_FAULT_CONFIDENCE,
+                      title=f"{exc_type} raised inside {lib}{f' {ver}' if ver else ''}{at}",
+                      message=(f"The run died{at} with {exc_type} raised by {lib}'s own code ({path}): an internal check "
+                               "or state of the library failed, not an input the user passed; check `autopsy known-issues "
+                               f"--package {lib}` and the library's tracker for this message"
+                               + (f" (installed {lib} {ver})" if ver else f"; the {lib} version is not in the artifacts")
+                               + "."),
+                      first_step=step, evidence=evidence,
+                      remedies=[f"Search {lib}'s issue tracker for \"{exc_msg[:80]}\"; try the latest {lib} release.",
+                                f"Rerun with the component that raised it changed (e.g. another ZeRO stage or no offload) "
+                                "to confirm it is the library."] + remedies[1:],
+                      basis="inferred", symptom="crash")
     yield Finding(code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error",
                   confidence=AFTER_NAN_CONFIDENCE if after_nan else GENERIC_CONFIDENCE,
                   title=f"Crashed with {exc_type}{at}", message=f"The run died{at}: {exc_type}: {exc_msg[:300]}",

@@ -279,3 +279,30 @@ def test_spikes_at_an_ordinary_lr_are_a_warning(tmp_path: Path):
         losses[i] *= 4
     _state(tmp_path, _hist(losses, [2e-5] * 40))
     assert _verdict(tmp_path).verdict.status == "healthy"
+
+
+def test_internal_failure_inside_a_framework_names_the_framework(tmp_path: Path):
+    # quoted from https://github.com/hiyouga/LlamaFactory/issues/10224 (DeepSpeed ZeRO-3, rank 7)
+    log = tmp_path / "log.txt"
+    log.write_text(
+        '[rank7]:   File "/opt/conda/envs/ai/lib/python3.12/site-packages/deepspeed/runtime/zero/utils.py", line 82, in '
+        "assert_lst_len_same_as_other_ranks\n"
+        '[rank7]:     raise RuntimeError(f"Detected a disagreement on list length between rank0 and rank{dist.get_rank()}: "\n'
+        "[rank7]: RuntimeError: Detected a disagreement on list length between rank0 and rank7: \n")
+    dx = _verdict(log)
+    own = [f for f in dx.findings if f.code == "CRASH001" and f.root_cause == "framework_bug"]
+    assert own and "deepspeed" in own[0].title
+    assert (dx.verdict.status, dx.verdict.root_cause) == ("failed", "framework_bug")
+
+
+@pytest.mark.parametrize("frame,exc", [
+    ("site-packages/torch/nn/modules/module.py", "RuntimeError: Expected all tensors to be on the same device, but found "
+                                                "at least two devices, cuda:0 and cpu!"),
+    ("site-packages/transformers/trainer.py", "ValueError: You should supply an encoding or a list of encodings"),
+    ("site-packages/deepspeed/runtime/engine.py", "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"),
+])
+def test_caller_errors_raised_in_libraries_are_not_framework_bugs(tmp_path: Path, frame: str, exc: str):
+    log = tmp_path / "log.txt"
+    log.write_text(f'Traceback (most recent call last):\n  File "/usr/lib/python3.10/{frame}", line 10, in f\n    x()\n{exc}\n')
+    dx = _verdict(log)
+    assert not [f for f in dx.findings if f.code == "CRASH001" and f.root_cause == "framework_bug"]
