@@ -159,8 +159,9 @@ def _gunzip(fin, fout, cap: int) -> tuple[bool, str | None]:  # noqa: ANN001 - b
             raw = d.unconsumed_tail
             if d.eof:  # a second gzip member may follow (cat a.gz b.gz)
                 rest = d.unused_data + raw
-                d = zlib.decompressobj(16 + zlib.MAX_WBITS)
                 raw = rest if rest.strip(b"\x00") else b""
+                if raw:
+                    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
     if not d.eof and (written or d.unconsumed_tail):
         return False, "the stream ends before the gzip end marker"
     return False, None
