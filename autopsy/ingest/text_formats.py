@@ -402,7 +402,7 @@ def parse_tqdm_postfix(text: bytes, first_line: int, st: StepState, out: Collect
     for m in _TQDM_POST.finditer(text):
         if b"=" not in m[3]:
             continue
-        desc = text[line_start(text, m.start()):m.start()]
+        desc = text[line_start(text, m.start()):m.start()].rstrip(b"0123456789 ")  # without the "50" of "50%"
         if _LIGHTNING_DESC.match(desc):
             continue  # Lightning's own "Epoch N: 50%|..." bars: parse_lightning
         pairs = [(k.decode(), float(v)) for k, v in _POST_PAIR.findall(b"," + m[3])]
