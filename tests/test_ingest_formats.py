@@ -119,6 +119,12 @@ CASES = [
      "Train step of epoch 0:  10%|\u2588         | 10/100 [00:20<03:00,  2.00s/it, gpt_loss=1.23, loss_mean=1.30, lr=1e-5]\n"
      "Train step of epoch 0:  20%|\u2588\u2588        | 20/100 [00:40<02:40,  2.00s/it, gpt_loss=nan, loss_mean=nan, lr=1e-5]\n",
      {"loss": [(10, 1.23), (20, NAN)], "learning_rate": [(10, 1e-5), (20, 1e-5)]}),
+    ("nemo lightning bar",  # NeMo (Lightning progress bar; the trainer's global_step is in the postfix)
+     "Epoch 0: :   1%|          | 10/1000 [00:30<49:30, reduced_train_loss=2.310, global_step=9.000, "
+     "consumed_samples=320.0, train_step_timing in s=2.95]\n"
+     "Epoch 0: :   2%|          | 20/1000 [01:00<49:00, reduced_train_loss=nan, global_step=19.000, "
+     "consumed_samples=640.0, train_step_timing in s=2.95]\n",
+     {"loss": [(9, 2.31), (19, NAN)], "consumed_samples": [(9, 320.0), (19, 640.0)]}),
     ("yolo console",  # ultralytics/engine/trainer.py progress bar rows under the column header
      "      Epoch    GPU_mem   box_loss   cls_loss   dfl_loss  Instances       Size\n"
      "        1/3      2.61G      1.218      1.408      1.208        167        640: 100%|\u2588\u2588\u2588| 8/8 [00:02<00:00,  3.12it/s]\n"

@@ -161,8 +161,8 @@ def _gunzip(fin, fout, cap: int) -> tuple[bool, str | None]:  # noqa: ANN001 - b
             raw = d.unconsumed_tail
             if d.eof:  # a second gzip member may follow (cat a.gz b.gz)
                 rest = d.unused_data + raw
-                d = zlib.decompressobj(16 + zlib.MAX_WBITS)
                 raw = rest if rest.strip(b"\x00") else b""
+                d = zlib.decompressobj(16 + zlib.MAX_WBITS)
                 fed = False
     if fed and not d.eof:
         return False, "the stream ends before the gzip end marker"

@@ -385,9 +385,10 @@ def parse_keras(text: bytes, first_line: int, st: StepState, out: Collector,
 _TQDM_POST = re.compile(rb"%\|[^|\r\n]{0,400}\|\s*(\d+)/(\d+)\s*\[([^\]\r\n]{0,4000})\]")
 _POST_PAIR = re.compile(rb",\s*([A-Za-z_][\w/.]{0,60})=(" + NUM + rb")(?=,|\s*$)")
 _EPOCH_IN_DESC = re.compile(rb"[Ee]poch[ :]*(\d+)")
+_LIGHTNING_DESC = re.compile(rb"\s*Epoch \d+:\s*$")
 #: OpenRLHF's postfix names -> canonical
 POSTFIX_KEYS = {"gpt_loss": "loss", "policy_loss": "loss", "actor_lr": "learning_rate", "lr": "learning_rate",
-                "eval_loss": "eval_loss"}
+                "eval_loss": "eval_loss", "reduced_train_loss": "loss", "train_loss": "loss", "val_loss": "eval_loss"}
 
 
 def parse_tqdm_postfix(text: bytes, first_line: int, st: StepState, out: Collector,
@@ -401,15 +402,19 @@ def parse_tqdm_postfix(text: bytes, first_line: int, st: StepState, out: Collect
     for m in _TQDM_POST.finditer(text):
         if b"=" not in m[3]:
             continue
-        desc = text[line_start(text, m.start()):m.start()]
-        if desc.lstrip().startswith(b"Epoch "):
-            continue
+        desc = text[line_start(text, m.start()):m.start()].rstrip(b"0123456789 ")  # without the "50" of "50%"
+        if _LIGHTNING_DESC.match(desc):
+            continue  # Lightning's own "Epoch N: 50%|..." bars: parse_lightning
         pairs = [(k.decode(), float(v)) for k, v in _POST_PAIR.findall(b"," + m[3])]
         if not any("loss" in k or k.startswith("reward") for k, _ in pairs):
             continue
         n, total = int(m[1]), int(m[2])
         em = _EPOCH_IN_DESC.search(desc)
         step = int(em[1]) * total + n if em else n
+        gs = [v for k, v in pairs if k == "global_step"]  # NeMo puts the trainer's step in the postfix
+        if gs and not math.isnan(gs[0]):
+            step = int(gs[0])
+            pairs = [(k, v) for k, v in pairs if k != "global_step"]
         best[step] = (m.start(), lines.at(m.start()), pairs)
     for step, (pos, line, pairs) in sorted(best.items(), key=lambda kv: kv[1][0]):
         for k, v in pairs:
