@@ -155,7 +155,7 @@ def test_sweep_outputs_csv_md_html(sweep_dir, tmp_path, monkeypatch):
     rows = list(csv.DictReader(io.StringIO((tmp_path / "autopsy-sweep.csv").read_text())))
     assert len(rows) == 7 and {"run", "status", "root_cause", "onset", "confidence", "report", "hp.learning_rate"} <= set(rows[0])
     md = (tmp_path / "autopsy-sweep.md").read_text()
-    assert "### lr\\_too\\_high (2)" in md and "](autopsy-sweep-reports/" in md
+    assert "### lr_too_high (2)" in md and "](autopsy-sweep-reports/" in md
     html = (tmp_path / "autopsy-sweep.html").read_text()
     assert 'href="autopsy-sweep-reports/healthy_sft-' in html and "<script" not in html
     assert "&lt;p&gt;" not in html and "&lt;/td&gt;" not in html  # our own markup is never escaped into text

@@ -45,7 +45,7 @@ _MD_LINK_CLOSE = re.compile(r"\][(\[:]")
 _MD_AUTOLINK = re.compile(r"(?i)(\b(?:https?|ftp))(:)(?=//)|(\bwww)(\.)")
 _MD_MENTION = re.compile(r"@(?=\w)")
 #: constructs that only a field starting a line can form: heading, quote, list item, setext line
-_MD_LEADING = re.compile(r"^(\s*)([#>+=-]|\d{1,9}(?=[.)]))")
+_MD_LEADING = re.compile(r"^(\s*)([#>+=-]|\d{1,9}(?=[.)](?:\s|$)))")  # "0.01" is a number, "1. x" a list item
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
