@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from autopsy.causes import DAMAGE, EXPLAINS, PRIOR, explains
+from autopsy.causes import DAMAGE, PRIOR, explains
 from autopsy.model import (
     ROOT_CAUSES,
     SEVERITY_RANK,
@@ -225,13 +225,14 @@ def _causes(ordered: list[Finding]) -> list[_Cause]:
 
 def _mark_consequences(causes: list[_Cause]) -> None:
     """A candidate whose every finding is a symptom an earlier candidate explains is its consequence."""
+    ranked = sorted(causes, key=_cause_key)
     for x in sorted(causes, key=lambda c: -(c.onset if c.onset is not None else -1)):
         if x.basis == "direct" and x.root_cause not in GENERIC_CAUSES:
             continue
         own = [f for f in x.support if SEVERITY_RANK[f.severity] >= SEVERITY_RANK["warning"]]
         if not own or any(not f.symptom for f in own):
             continue
-        for y in sorted(causes, key=_cause_key):
+        for y in ranked:
             if y is x or y.consequence_of is not None or y.root_cause in GENERIC_CAUSES:
                 continue
             if not (y.onset is not None and x.onset is not None and y.onset <= x.onset) and y.onset != 0:

@@ -349,9 +349,7 @@ def gradnorm_failure(run: Run, gn: Series) -> bool:
         return False  # skipped steps (the scaler at work) while the loss stays finite and keeps falling: transient
     if not gn.finite[-1]:
         return True  # ends non-finite: the weights (or every step) are broken
-    if n_bad / len(gn) > GRADNORM_FAILURE_SHARE:
-        return True
-    return bool(len(hidden_zero_steps(run)))
+    return n_bad / len(gn) > GRADNORM_FAILURE_SHARE
 
 
 #: "keeps falling": the median of the last third of the loss logs is below this share of the first third's
@@ -368,6 +366,21 @@ def loss_improving(run: Run) -> bool:
     third = max(2, n // 3)
     first, last = float(np.median(loss.values[:third])), float(np.median(loss.values[-third:]))
     return first > 0 and last < IMPROVING_SHARE * first
+
+
+#: the divergence bar shared by DIV001 and OPT001: a loss at DIVERGE_FACTOR x its best that never comes back, and
+#: back above DIVERGE_BACK_TO_START x its first value (a climb from 0.1 to 0.25 far below the start is a data
+#: shift, not a blow-up) unless it is DIVERGE_FAR_ABOVE x the best anyway; a best at or below DIVERGE_MIN_BEST is
+#: already ~0 (RL surrogates, near-perfect fits) and ratios against it mean nothing
+DIVERGE_FACTOR = 2.0
+DIVERGE_BACK_TO_START = 0.8
+DIVERGE_FAR_ABOVE = 5.0
+DIVERGE_MIN_BEST = 0.05
+
+
+def divergence_floor(best: Any, first: float) -> Any:
+    """The level a loss must stay at or above to have diverged from ``best`` (a number or an array of bests)."""
+    return np.minimum(np.maximum(DIVERGE_FACTOR * best, DIVERGE_BACK_TO_START * first), DIVERGE_FAR_ABOVE * best)
 
 
 def step_near(run: Run, ev: Event) -> int | None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from autopsy.model import Checkpoint, Evidence, Finding, Run, TensorStat
-from detectors._common import ck_label, ck_step, checkpoint_evidence, checkpoints_sorted, event_evidence, step_near
+from detectors._common import checkpoint_evidence, checkpoints_sorted, ck_label, ck_step, event_evidence, step_near
 
 CODE = "CKPT001"
 SLUG = "checkpoint-damage"
@@ -95,7 +95,7 @@ def _empty(run: Run) -> Iterable[Finding]:
     evidence: list[Evidence] = []
     step: int | None = None
     n_empty = 0
-    for c in checkpoints_sorted(run) + [c for c in run.checkpoints if c.step is None]:
+    for c in _in_save_order(run):
         empty = [(f.path, t) for f in c.files for t in f.tensors if t.numel == 0 and 0 in t.shape
                  and t.dtype in FLOAT_DTYPES]
         if empty and len(empty) * 2 >= sum(1 for f in c.files for t in f.tensors if t.dtype in FLOAT_DTYPES):
@@ -140,7 +140,7 @@ def _empty(run: Run) -> Iterable[Finding]:
 
 
 def _all_zero(run: Run) -> Iterable[Finding]:
-    for c in reversed(checkpoints_sorted(run) + [c for c in run.checkpoints if c.step is None]):
+    for c in reversed(_in_save_order(run)):
         floats = [(f.path, t) for f in c.files for t in f.tensors if t.dtype in FLOAT_DTYPES and t.numel > 0]
         total = sum(t.numel for _, t in floats)
         if floats and total >= MIN_VALUES_ALL_ZERO and all(t.all_zero for _, t in floats):
@@ -157,6 +157,11 @@ def _all_zero(run: Run) -> Iterable[Finding]:
                 basis="symptom", symptom="zero_weights",
             )
             return
+
+
+def _in_save_order(run: Run) -> list[Checkpoint]:
+    """Checkpoints by step, then those without one (a final save or a single weights file)."""
+    return checkpoints_sorted(run) + [c for c in run.checkpoints if c.step is None]
 
 
 def _first(cks: list[Checkpoint]) -> Checkpoint:

@@ -74,7 +74,7 @@ def detect(run: Run) -> Iterable[Finding]:
             break
     rstd = points(run, "reward_std").finite_only()
     if len(rstd) and float(np.mean(rstd.values == 0.0)) >= RUN_SHARE:
-        evidence.append(rstd[-1].evidence(f"reward_std = 0 at most logs: equal rewards, zero advantage, no gradient"))
+        evidence.append(rstd[-1].evidence("reward_std = 0 at most logs: equal rewards, zero advantage, no gradient"))
     yield Finding(
         code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.85,
         title="Completions truncated: nearly every generation hits the length cap",

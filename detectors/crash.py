@@ -141,7 +141,7 @@ def detect(run: Run) -> Iterable[Finding]:
                                + "."),
                       first_step=step, evidence=evidence,
                       remedies=[f"Search {lib}'s issue tracker for \"{exc_msg[:80]}\"; try the latest {lib} release.",
-                                f"Rerun with the component that raised it changed (e.g. another ZeRO stage or no offload) "
+                                "Rerun with the component that raised it changed (e.g. another ZeRO stage or no offload) "
                                 "to confirm it is the library."] + remedies[1:],
                       basis="inferred", symptom="crash")
     yield Finding(code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error",

@@ -30,24 +30,24 @@ from collections.abc import Iterable
 import numpy as np
 
 from autopsy.model import Finding, Run
-from detectors._common import fmt, is_policy_gradient_run, nonfinite_onset, points, value_at
+from detectors._common import (
+    DIVERGE_FACTOR,
+    DIVERGE_MIN_BEST,
+    divergence_floor,
+    fmt,
+    is_policy_gradient_run,
+    nonfinite_onset,
+    points,
+    value_at,
+)
 
 CODE = "DIV001"
 SLUG = "loss-divergence"
 ROOT_CAUSE = None
 NEEDS = ("scalars",)
 
-#: a loss at this multiple of its early best that never comes back is divergence (2x is far outside any noise band
-#: of a decreasing LM loss, and well below the 10-1000x of a blow-up)
-DIVERGE_FACTOR = 2.0
-#: "back where it started": this share of the first logged loss
-BACK_TO_START = 0.8
-#: ... unless it is this many times the early best anyway
-FAR_ABOVE_BEST = 5.0
 #: logs the loss must stay diverged, so a spike that recovers is not divergence
 MIN_LOGS_AFTER = 3
-#: a best loss at or below this is "already ~0" (RL surrogates, near-perfect fits): ratios against it mean nothing
-MIN_BEST = 0.05
 #: the "early best" is the best of the first third of the run (at least this many logs)
 EARLY_SHARE = 1 / 3
 MIN_EARLY = 3
@@ -68,12 +68,10 @@ def detect(run: Run) -> Iterable[Finding]:
     n_early = max(MIN_EARLY, int(n * EARLY_SHARE))
     early_idx = int(np.argmin(v[:n_early]))
     best = loss[early_idx]
-    if best.value <= MIN_BEST:
+    if best.value <= DIVERGE_MIN_BEST:
         return
     suffix_min = np.minimum.accumulate(v[::-1])[::-1]
-    # far above the early best, and either back above (most of) where the run started or many times the best:
-    # a loss that climbs from 0.1 to 0.25 while still far below its start is a data shift, not a blow-up
-    floor = min(max(DIVERGE_FACTOR * best.value, BACK_TO_START * float(v[0])), FAR_ABOVE_BEST * best.value)
+    floor = float(divergence_floor(best.value, float(v[0])))
     hit = np.flatnonzero((np.arange(n) > early_idx) & (np.arange(n) <= n - MIN_LOGS_AFTER) & (suffix_min >= floor))
     if hit.size:
         i = int(hit[0])
@@ -104,7 +102,7 @@ def _spikes(run: Run, loss) -> Iterable[Finding]:
     spikes = []
     for i in range(SPIKE_WINDOW, len(v)):
         level = float(np.median(v[i - SPIKE_WINDOW:i]))
-        if level > MIN_BEST and v[i] >= SPIKE_FACTOR * level:
+        if level > DIVERGE_MIN_BEST and v[i] >= SPIKE_FACTOR * level:
             spikes.append((i, level))
     if len(spikes) < MIN_SPIKES:
         return

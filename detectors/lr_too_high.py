@@ -31,8 +31,10 @@ import numpy as np
 
 from autopsy.model import Evidence, Finding, Run
 from detectors._common import (
+    DIVERGE_MIN_BEST,
     checkpoint_evidence,
     config_evidence,
+    divergence_floor,
     fmt,
     is_policy_gradient_run,
     nonfinite_onset,
@@ -47,8 +49,6 @@ SLUG = "lr-too-high"
 ROOT_CAUSE = "lr_too_high"
 NEEDS = ("scalars",)
 
-#: a loss at 2x its best value that stays there to the end is divergence, not noise
-DIVERGE_FACTOR = 2.0
 #: logs the loss must stay diverged (to tell divergence from a spike that recovers)
 DIVERGE_LOGS = 3
 #: grad_norm at 4x its early median before the failure = growing gradients
@@ -60,8 +60,7 @@ AT_PEAK = 0.8
 #: peak LR above these is unusual for Adam-family fine-tuning (full / LoRA)
 USUAL_LR_MAX = 1e-3
 USUAL_LR_MAX_LORA = 3e-3
-#: a best loss at or below this is already ~0: a ratio against it is not divergence
-MIN_BEST = 0.05
+#: (the divergence bar itself, DIVERGE_FACTOR and DIVERGE_MIN_BEST, is shared with DIV001: detectors/_common.py)
 #: a divergence without NaN and without any other LR sign: the LR is still the usual cause, at this confidence
 BARE_DIVERGENCE_CONFIDENCE = 0.55
 #: below this LR an optimisation blow-up is implausible (mar69: NaN at lr 4e-6 was fp16)
@@ -85,9 +84,8 @@ def _failure(run: Run) -> tuple[int, Evidence] | None:
     is_new = v < np.concatenate(([np.inf], best_val[:-1]))
     best_idx = np.maximum.accumulate(np.where(is_new, np.arange(n), 0))
     suffix_min = np.minimum.accumulate(v[::-1])[::-1]
-    # the same bar as DIV001: far above the best and back above (most of) the start, or 5x the best anyway
-    floor = np.minimum(np.maximum(DIVERGE_FACTOR * best_val, 0.8 * v[0]), 5.0 * best_val)
-    ok = (best_val > MIN_BEST) & (np.arange(n) <= n - DIVERGE_LOGS) & (suffix_min >= floor)
+    floor = divergence_floor(best_val, float(v[0]))
+    ok = (best_val > DIVERGE_MIN_BEST) & (np.arange(n) <= n - DIVERGE_LOGS) & (suffix_min >= floor)
     hit = np.flatnonzero(ok)
     if not hit.size:
         return None

@@ -16,7 +16,7 @@ from autopsy.ingest.base import RunBuilder
 from autopsy.model import Run
 from autopsy.report import chart_series, decimate, metrics_summary
 from detectors import lr_too_high, overflow_then_zero
-from detectors._common import Series, hidden_zero_steps, points, value_at
+from detectors._common import DIVERGE_FACTOR, DIVERGE_MIN_BEST, Series, hidden_zero_steps, points, value_at
 
 # -- oracles: the per-point implementations the vectorised code replaced -------------------------
 
@@ -50,8 +50,8 @@ def old_divergence(vals: list[float]) -> tuple[int, int] | None:
         best = i if best is None or v < vals[best] else best
         tail = vals[i:]
         # the divergence bar: DIVERGE_FACTOR x the best, and back above 0.8x the first loss or 5x the best anyway
-        floor = min(max(lr_too_high.DIVERGE_FACTOR * vals[best], 0.8 * vals[0]), 5.0 * vals[best])
-        if vals[best] > lr_too_high.MIN_BEST and len(tail) >= lr_too_high.DIVERGE_LOGS and all(q >= floor for q in tail):
+        floor = min(max(DIVERGE_FACTOR * vals[best], 0.8 * vals[0]), 5.0 * vals[best])
+        if vals[best] > DIVERGE_MIN_BEST and len(tail) >= lr_too_high.DIVERGE_LOGS and all(q >= floor for q in tail):
             return i, best
     return None
 
