@@ -18,7 +18,7 @@ import pandas as pd
 from autopsy.discover import Found
 from autopsy.ingest.base import RunBuilder
 from autopsy.ingest.jsonsafe import decode_text, iter_lines
-from autopsy.ingest.structured import Columns, lightning_metric
+from autopsy.ingest.structured import Columns, integer_steps, lightning_metric
 from autopsy.sniff import is_number
 
 KIND = "metrics_csv"
@@ -106,13 +106,7 @@ def _frame(rows: list[list[str]], lines: list[int], header: list[str], c: Column
     step_col = next((lower.index(s) for s in STEP_COLUMNS if s in lower), None)
     exact = step_col is not None
     if exact:
-        step = pd.to_numeric(df[step_col], errors="coerce")
-        ok = step.notna() & (step == step.round()) & (step.abs() < 2**62)
-        nbad = int((~ok).sum())
-        if nbad:
-            c.skipped["rows without an integer step"] = nbad
-            c.first_skip["rows without an integer step"] = f"line {int(line[~ok].iloc[0])}"
-        step = step.where(ok, 0).astype("int64")
+        step, ok = integer_steps(df[step_col], line, c)
     else:
         ok = pd.Series(True, index=df.index)
         step = pd.Series(range(len(df)), dtype="int64")

@@ -387,6 +387,18 @@ def read_generic_jsonl(found: Found, builder: RunBuilder) -> None:
 # -- Lightning metrics.csv ---------------------------------------------------------------------
 
 
+def integer_steps(raw: pd.Series, line: pd.Series, c: Columns) -> tuple[pd.Series, pd.Series]:
+    """A step column as int64 and the mask of rows whose step is an integer; the others are counted in ``c``
+    (with the line of the first) and their step set to 0 for the caller to drop."""
+    step = pd.to_numeric(raw, errors="coerce")
+    ok = step.notna() & (step == step.round()) & (step.abs() < MAX_STEP)
+    nbad = int((~ok).sum())
+    if nbad:
+        c.skipped["rows without an integer step"] = nbad
+        c.first_skip["rows without an integer step"] = f"line {int(line[~ok].iloc[0])}"
+    return step.where(ok, 0).astype("int64"), ok
+
+
 def lightning_metric(key: str) -> str:
     """Lightning's CSVLogger names -> canonical: train_loss -> loss, val_loss -> eval_loss,
     train_loss_step -> loss; ``*_epoch`` aggregates keep the suffix (not a per-step series)."""
@@ -460,13 +472,7 @@ def _lightning_frame(rows: list[list[str]], lines: list[int], header: list[str],
     line = pd.Series(lines, dtype="int64")
     exact = "step" in header
     if exact:
-        step = pd.to_numeric(df[header.index("step")].str.strip(), errors="coerce")
-        ok = step.notna() & (step == step.round()) & (step.abs() < MAX_STEP)
-        nbad = int((~ok).sum())
-        if nbad:
-            c.skipped["rows without an integer step"] = nbad
-            c.first_skip["rows without an integer step"] = f"line {int(line[~ok].iloc[0])}"
-        step = step.where(ok, 0).astype("int64")
+        step, ok = integer_steps(df[header.index("step")].str.strip(), line, c)
     else:
         ok = pd.Series(True, index=df.index)
         step = pd.Series(range(len(df)), dtype="int64")

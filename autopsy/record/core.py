@@ -104,6 +104,20 @@ class _Call:
         self.module, self.args, self.kwargs, self.rng = module, args, kwargs, rng
 
 
+def check_action(on_nonfinite: str) -> None:
+    """Refuse an unknown ``on_nonfinite`` when the recorder or a callback is built, not at the first NaN."""
+    if on_nonfinite not in ACTIONS:
+        raise ValueError(f"on_nonfinite must be one of {', '.join(ACTIONS)}, not {on_nonfinite!r}")
+
+
+def callback_options(on_nonfinite: str, deep: bool, ring_size: int, update_every: int, save_batch: bool,
+                     replay: bool) -> dict[str, Any]:
+    """A framework callback's arguments, checked, as the keyword arguments of the :class:`Core` it builds later."""
+    check_action(on_nonfinite)
+    return {"on_nonfinite": on_nonfinite, "deep": deep, "ring_size": ring_size, "update_every": update_every,
+            "save_batch": save_batch, "replay": replay}
+
+
 class Core:
     """Ring buffer + append-only record + non-finite localisation for one model."""
 
@@ -111,8 +125,7 @@ class Core:
                  deep: bool = False, ring_size: int = RING_SIZE, update_every: int = UPDATE_EVERY,
                  save_batch: bool = True, replay: bool = True, overflow_is_normal: bool = False,
                  early_norms: bool = False) -> None:
-        if on_nonfinite not in ACTIONS:
-            raise ValueError(f"on_nonfinite must be one of {', '.join(ACTIONS)}, not {on_nonfinite!r}")
+        check_action(on_nonfinite)
         self.dir = Path(output_dir) / RECORD_DIR
         rank = int(os.environ.get("RANK", "0") or 0)
         self.path = self.dir / (RECORD_FILE if rank == 0 else f"record.rank{rank}.jsonl")

@@ -19,7 +19,7 @@ try:
 except ImportError:  # the older package name
     from pytorch_lightning import Callback  # type: ignore[no-redef]
 
-from autopsy.record.core import RING_SIZE, UPDATE_EVERY, Core
+from autopsy.record.core import RING_SIZE, UPDATE_EVERY, Core, callback_options
 from autopsy.record.format import RECORD_DIR
 
 
@@ -30,11 +30,8 @@ class AutopsyLightningCallback(Callback):
     def __init__(self, output_dir: str | None = None, on_nonfinite: str = "record", deep: bool = False,
                  ring_size: int = RING_SIZE, update_every: int = UPDATE_EVERY, save_batch: bool = True,
                  replay: bool = True) -> None:
-        if on_nonfinite not in ("record", "skip", "stop"):
-            raise ValueError(f"on_nonfinite must be record, skip or stop, not {on_nonfinite!r}")
         self.output_dir = output_dir
-        self.options = {"on_nonfinite": on_nonfinite, "deep": deep, "ring_size": ring_size,
-                        "update_every": update_every, "save_batch": save_batch, "replay": replay}
+        self.options = callback_options(on_nonfinite, deep, ring_size, update_every, save_batch, replay)
         self.core: Core | None = None
         self._batch: Any = None
         self._saved = False
