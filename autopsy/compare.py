@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from autopsy.model import Evidence, Finding, Run, jsonable
+from autopsy.model import Checkpoint, Evidence, Finding, Run, jsonable, save_order_key
 
 #: keys of Run.config that describe the run's outcome or bookkeeping, not how it was configured
 OUTCOME_KEYS = frozenset({"global_step", "best_metric", "best_model_checkpoint", "last_model_checkpoint",
@@ -193,9 +193,16 @@ def checkpoint_differences(a: Run, b: Run) -> list[dict[str, Any]]:
     """Tensor differences of checkpoints saved at the same step in both runs (checkpoints/diff.py)."""
     from autopsy.checkpoints.diff import diff
 
-    by_step_b = {c.step: c for c in b.checkpoints if c.step is not None}
-    pairs = [(c, by_step_b[c.step]) for c in sorted((c for c in a.checkpoints if c.step is not None),
-                                                    key=lambda c: c.step) if c.step in by_step_b]
+    # one pair per step: a run may hold two saves at one step (checkpoint-60 and the final save in the run
+    # folder); the numbered checkpoints come first in save order and are paired like with like
+    def first_per_step(r: Run) -> dict[int, Checkpoint]:
+        out: dict[int, Checkpoint] = {}
+        for c in sorted((c for c in r.checkpoints if c.step is not None), key=lambda c: save_order_key(c.step, c.path)):
+            out.setdefault(c.step, c)
+        return out
+
+    by_step_a, by_step_b = first_per_step(a), first_per_step(b)
+    pairs = [(c, by_step_b[s]) for s, c in by_step_a.items() if s in by_step_b]
     if len(pairs) > MAX_CHECKPOINT_DIFFS:
         pairs = [pairs[0], pairs[len(pairs) // 2], pairs[-1]]
     out = []

@@ -213,6 +213,12 @@ class CheckpointFile:
     problem: str | None = None
 
 
+def save_order_key(step: int | None, path: str) -> tuple:
+    """Sort key of a save: by step, those without one last; at one step a numbered checkpoint before the run
+    folder's final save of the same weights."""
+    return (step is None, step if step is not None else 0, path in (".", ""), path)
+
+
 @dataclass
 class Checkpoint:
     """One saved checkpoint (a directory like ``checkpoint-40`` or a single weights file)."""

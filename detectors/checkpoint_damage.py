@@ -73,7 +73,8 @@ def _nonfinite(run: Run) -> Iterable[Finding]:
         t = tensors[0]
         evidence = [Evidence(_file_of(first, t), f"tensor {t.name}", f"{t.name}: {t.nan} NaN, {t.posinf + t.neginf} Inf "
                              f"of {t.numel} values ({t.dtype}, shape {t.shape})", ck_step(run, first.step))]
-    for t in tensors[:3]:
+    named = {(e.artifact, e.where) for e in evidence}  # the first-bad line already names one tensor
+    for t in [t for t in tensors if (_file_of(first, t), f"tensor {t.name}") not in named][:3]:
         evidence.append(Evidence(_file_of(first, t), f"tensor {t.name}", f"{t.name}: {t.nan} NaN, {t.posinf} +Inf, "
                                  f"{t.neginf} -Inf of {t.numel} values ({t.dtype})", ck_step(run, first.step)))
     later = [c for c in bad if c is not first]

@@ -65,6 +65,8 @@ def test_nan_weights_beside_healthy_logs_are_never_healthy(tmp_path: Path):
     assert f.severity == "error" and f.first_step == 100 and "checkpoint-100" in f.title
     assert "7 non-finite value(s) in 2 tensor(s)" in f.message
     assert f.evidence[0].artifact.startswith("checkpoint-100/model-0000")
+    places = [(e.artifact, e.where) for e in f.evidence if e.where.startswith("tensor ")]
+    assert len(places) == len(set(places)) == 2, places  # each bad tensor named once, both named
     res = CliRunner().invoke(app, ["run", str(tmp_path), "--format", "json", "--output", str(tmp_path.parent / "r.json"), "-q"])
     assert res.exit_code == 1
 

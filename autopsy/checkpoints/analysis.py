@@ -11,7 +11,7 @@ from typing import Any
 
 from autopsy.checkpoints.layout import role_of
 from autopsy.checkpoints.scan_output import natural_key
-from autopsy.model import Checkpoint, TensorStat
+from autopsy.model import Checkpoint, TensorStat, save_order_key
 
 #: largest finite fp16 value
 FP16_MAX = 65504.0
@@ -82,8 +82,12 @@ def optimizer_tensors(ck: Checkpoint) -> list[tuple[str, TensorStat]]:
     return out
 
 
+def save_order(c: Checkpoint) -> tuple:
+    return save_order_key(c.step, c.path)
+
+
 def _order(cks: list[Checkpoint]) -> list[Checkpoint]:
-    return sorted(cks, key=lambda c: (c.step is None, c.step if c.step is not None else 0, c.path))
+    return sorted(cks, key=save_order)
 
 
 def _tensor_entry(path: str, t: TensorStat) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from autopsy.checkpoints import scan_file
-from autopsy.checkpoints.analysis import analyze
+from autopsy.checkpoints.analysis import analyze, save_order
 from autopsy.checkpoints.layout import Group, group_files, role_of
 from autopsy.checkpoints.scanfile import FileScan, auto_workers
 from autopsy.checkpoints.summaries import (
@@ -43,7 +43,7 @@ def collect(builder: Any, discovery: Any) -> None:
             _register(builder, f, scans[f.path])
         _check_index(builder, g, scans)
         checkpoints.append(ck)
-    checkpoints.sort(key=lambda c: (c.step is None, c.step if c.step is not None else 0, c.path))
+    checkpoints.sort(key=save_order)
     builder.run.checkpoints = checkpoints
     builder.run.checkpoint_analysis = analyze(checkpoints)
 
@@ -140,6 +140,8 @@ def build_checkpoint(g: Group, scans: list[FileScan], rel: Any = str) -> Checkpo
         state = _side_json(g.path / "trainer_state.json")
         if isinstance(state, dict) and isinstance(state.get("global_step"), int):
             ck.extra["trainer_global_step"] = state["global_step"]
+            if ck.step is None:  # a final save (save_model + save_state): its step is the state's global_step
+                ck.step = state["global_step"]
         adapter = _side_json(g.path / "adapter_config.json")
         if isinstance(adapter, dict):
             ck.adapter = adapter

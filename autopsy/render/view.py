@@ -12,7 +12,7 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-from autopsy.model import ROOT_CAUSES
+from autopsy.model import ROOT_CAUSES, save_order_key
 
 STATUS_WORDS = {"failed": "Failed", "healthy": "Healthy", "inconclusive": "Inconclusive"}
 #: tensor names grouped by their transformer block (model.layers.3.mlp... -> model.layers.3)
@@ -154,7 +154,7 @@ def checkpoints(report: dict[str, Any]) -> dict[str, Any]:
             "unchanged": unchanged.get(path),
             "clean": (as_int(c.get("nonfinite_tensors")) or 0) == 0 and not problems,
         })
-    rows.sort(key=lambda r: (r["step"] is None, r["step"] or 0, r["path"]))
+    rows.sort(key=lambda r: save_order_key(r["step"], r["path"]))
     layers = sorted({k for r in rows for k in r["cells"]}, key=_natural)
     last_clean = _last_clean(rows, analysis.get("last_clean"))
     for r in rows:
