@@ -244,12 +244,17 @@ class Onset:
 #: "loss" is an advantage-weighted surrogate that is ~0 or negative by construction, and some metrics are NaN or 0
 #: by design (TRL GRPO logs ``kl`` as NaN/absent when beta == 0, its default since v0.19; ``clip_ratio`` is 0 with
 #: one policy update per generation)
-_RL_METRIC = re.compile(r"(^|/)(kl|reward_std|frac_reward_zero_std|clip_ratio|pg_loss|pg_clipfrac|advantages?|"
-                        r"critic/|completions?/|completion_length|response_length/)|^rewards?/.*/(mean|std)$|critic/score")
+_RL_METRIC = re.compile(r"(^|/)(kl|reward_std|frac_reward_zero_std|clip_ratio|clipped_ratio|pg_loss|pg_clipfrac|"
+                        r"advantages?|critic/|completions?/|completion_length|response_length/)|^rewards?/.*/(mean|std)$|"
+                        r"critic/score|^reward(_mean)?$")
+#: ``trainer.type`` values (TRL classes, ms-swift ``--rlhf_type``, verl ``adv_estimator``) of policy-gradient training
+RL_TRAINERS = {"grpo", "ppo", "rloo", "reinforce", "reinforce_plus_plus", "remax", "gae", "dapo", "gspo", "opo"}
 
 
 def is_policy_gradient_run(run: Run) -> bool:
-    """A GRPO/PPO-style run, recognised by the metrics its trainer logs."""
+    """A GRPO/PPO-style run, recognised by the metrics its trainer logs or the trainer its config names."""
+    if any(str(f.value).lower() in RL_TRAINERS for f in run.config.facts("trainer.type")):
+        return True
     return any(_RL_METRIC.search(m) for m in run.metrics())
 
 

@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterable
 
 from autopsy.model import Evidence, Finding, Run
-from detectors._common import Series, points
+from detectors._common import Series, is_policy_gradient_run, points
 from detectors._facts import (
     event_evidence,
     fact_evidence,
@@ -110,7 +110,8 @@ def detect(run: Run) -> Iterable[Finding]:
         evidence.extend(event_evidence(e) for e in warned[:4])
         reasons.append(f"{n_warned} sample(s) reported '{' / '.join(kinds)}' and were dropped from the loss")
 
-    zero = _zero_from_start(run)
+    # a policy-gradient loss is 0 by construction whenever the advantages are (GRPO with equal rewards): not labels
+    zero = _zero_from_start(run) if not is_policy_gradient_run(run) else None
     if zero:
         rows, zeros = zero
         first_row = rows.row(0)

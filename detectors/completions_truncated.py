@@ -42,7 +42,13 @@ CLIPPED_SHARE = 0.9
 #: ... in at least this share of the logs: the run, not a phase
 RUN_SHARE = 0.8
 MIN_LOGS = 3
-CLIP_METRICS = ("completions/clipped_ratio", "response_length/clip_ratio")
+#: TRL/ms-swift, verl; the bare name where a user tabulated TRL's metrics without their prefix
+CLIP_METRICS = ("completions/clipped_ratio", "response_length/clip_ratio", "clipped_ratio")
+#: mean completion length (TRL, verl, bare) and the config keys of the cap it may sit at
+MEAN_LENGTH_METRICS = ("completions/mean_length", "response_length/mean", "mean_length", "completion_length")
+CAP_KEYS = ("max_completion_length", "max_response_length", "max_new_tokens")
+#: a mean length within this share of the cap: every completion ran to the cap
+AT_CAP = 0.98
 
 
 def detect(run: Run) -> Iterable[Finding]:
@@ -66,9 +72,24 @@ def detect(run: Run) -> Iterable[Finding]:
             first_step = first_step if first_step is not None else term[i].step
             evidence.append(term[i].evidence(f"completions/mean_terminated_length = 0 at {int(zero.sum())} of {len(term)} "
                                              "logs: no completion ended with EOS"))
+    cap_key = next((k for k in CAP_KEYS if isinstance(run.config.get(k), (int, float))
+                    and not isinstance(run.config.get(k), bool) and run.config.get(k) > 0), None)
+    if cap_key is not None:
+        cap = float(run.config.get(cap_key))
+        for metric in MEAN_LENGTH_METRICS:
+            pts = points(run, metric).finite_only()
+            if len(pts) < MIN_LOGS:
+                continue
+            at_cap = pts.values >= AT_CAP * cap
+            if at_cap.mean() >= RUN_SHARE:
+                i = int(np.flatnonzero(at_cap)[0])
+                first_step = first_step if first_step is not None else pts[i].step
+                evidence.append(pts[i].evidence(f"{metric} = {fmt(pts[i].value)} at step {pts[i].step}, the cap "
+                                                f"{cap_key} = {fmt(cap)}, at {int(at_cap.sum())} of {len(pts)} logs"))
+                break
     if not evidence:
         return
-    for key in ("max_completion_length", "max_response_length", "max_new_tokens"):
+    for key in CAP_KEYS:
         if run.config.fact(key) is not None:
             evidence.append(config_evidence(run, key, f"{key} = {run.config.get(key)}: the cap every completion hits"))
             break

@@ -62,6 +62,12 @@ NEEDS_ANY = True
 #: a dynamic scale at or below 8 means gradients overflow fp16 even scaled by <= 8 (|g| > 8e3):
 #: that is persistent overflow, not calibration (healthy LLM runs settle around 2^10..2^17)
 COLLAPSE_SCALE = 8.0
+#: the last logs/messages that must all sit at the low scale (or overflow on consecutive steps) to call it a state
+PERSIST_LOGS = 3
+#: steps between overflow messages that still count as consecutive (accumulation, logging granularity)
+PERSIST_GAP = 2
+#: one overflow message at a low scale repeated this often: a state
+PERSIST_REPEATS = 5
 #: overflows that stop while the scale is still >= 2^10 are the scaler searching down from its
 #: initial value (DeepSpeed starts at 2^16, some recipes at 2^32): normal
 CALIBRATED_SCALE = 1024.0
@@ -190,12 +196,13 @@ def _collapse(run: Run) -> Finding | None:
     if not mins and not overflow_evs and len(scales) >= 2 and len({s[0] for s in scales}) == 1:
         return None  # a scale that never moved: bf16/fp32 runs log a constant 1.0 (Megatron prints it in bf16 too)
     n_over = sum(e.count for e in overflow_evs)
+    persistent = bool(mins) or _persistent(run, scales, floor)
     evidence: list[Evidence] = []
     if scales:
         top = max(scales, key=lambda s: s[0])
         evidence.append(top[1])
     evidence.extend(s[1] for s in low[:4])
-    evidence.extend(event_evidence(e, "\"Current loss scale already at minimum\": the run aborted") for e in mins[:1])
+    evidence.extend(event_evidence(e, f"\"{e.message.strip()[:120]}\": the run aborted") for e in mins[:1])
     lows = min((s[0] for s in low), default=None)
     step = next((e.step for e in mins if e.step is not None), None) or next((s[2] for s in low if s[2] is not None), None)
     loss = points(run, "loss").finite_only()
@@ -204,11 +211,26 @@ def _collapse(run: Run) -> Finding | None:
                                           f"to {fmt(loss[-1].value)} (step {loss[-1].step})"))
     ck_ev, resume = checkpoint_evidence(run, step)
     evidence.extend(ck_ev)
-    msg = (f"{n_over} overflow messages" if n_over else "the loss scale") + (
-        f" drove the dynamic loss scale down to {fmt(lows)}" if lows is not None else "")
+    parts = []
+    if lows is not None:
+        parts.append((f"{n_over} overflow messages" if n_over else "the logged loss scale")
+                     + f" drove the dynamic loss scale down to {fmt(lows)}")
     if mins:
-        msg += "; DeepSpeed aborted: \"Current loss scale already at minimum\""
+        parts.append(f"the run aborted: \"{mins[0].message.strip()[:120]}\"")
+    msg = "; ".join(parts)
+    msg = msg[:1].upper() + msg[1:]
     remedies = _remedies(run, resume)
+    if not persistent:
+        # a low scale reached by a few spaced-out overflows, with nothing saying the updates stopped: the scaler may
+        # have settled there (a run with large gradients); say so, but it is not a collapse
+        return Finding(
+            code=CODE, name=SLUG, root_cause="loss_scale_collapse", severity="warning", confidence=0.4,
+            title=f"fp16 loss scale fell to {fmt(lows)}" + (f" at step {step}" if step is not None else ""),
+            message=msg + ", but nothing shows the overflows persisting (no run of consecutive skipped steps, no "
+                          "minimum-scale abort, no non-finite loss): the scaler may have settled at a low scale. "
+                          "Watch for further overflow messages and a loss that stops improving.",
+            first_step=step, evidence=evidence, remedies=remedies[:2], basis="inferred", symptom="loss_scale_collapse",
+        )
     remedies.insert(1, "Lowering min_loss_scale (DeepSpeed fp16 block) only postpones the abort: the gradients overflow "
                        "fp16 at any scale, so the precision or the learning rate must change.")
     return Finding(
@@ -219,6 +241,33 @@ def _collapse(run: Run) -> Finding | None:
         message=msg + ": persistent fp16 overflow, every update is skipped.", first_step=step,
         evidence=evidence, remedies=remedies, basis="direct", symptom="loss_scale_collapse",
     )
+
+
+def _persistent(run: Run, scales: list[tuple[float, Evidence, int | None]], floor: float) -> bool:
+    """Whether a low loss scale is a state of the run (updates skipped for good), not a level the scaler settled at.
+
+    Persistent: a scale below 1 (gradients overflow fp16 unscaled); a logged ``loss_scale`` series that ends
+    at or below ``floor`` for its last ``PERSIST_LOGS`` logs; overflow messages on consecutive steps (gaps of at
+    most ``PERSIST_GAP``) for the last ``PERSIST_LOGS`` of them, ending at or below ``floor``; or the training
+    going non-finite. Overflows without step numbers, spaced out, or followed by a recovered scale are not.
+    """
+    if any(s[0] < 1.0 for s in scales):
+        return True
+    if nonfinite_onset(run) is not None:
+        return True
+    ls = points(run, "loss_scale").finite_only()
+    if len(ls) >= PERSIST_LOGS and bool((ls.values[-PERSIST_LOGS:] <= floor).all()):
+        return True
+    evs = [e for e in run.events_of("overflow") if e.step is not None]
+    if len(evs) >= PERSIST_LOGS:
+        tail = evs[-PERSIST_LOGS:]
+        gaps_ok = all(0 <= b.step - a.step <= PERSIST_GAP for a, b in zip(tail, tail[1:]))
+        last = num(tail[-1].data.get("new"))
+        if gaps_ok and last is not None and last <= floor:
+            return True
+    # one message repeated on many lines (folded into one event with a count) at a low scale: every step overflows
+    return any(e.count >= PERSIST_REPEATS and (num(e.data.get("new")) or floor + 1) <= floor
+               for e in run.events_of("overflow"))
 
 
 def _calibration(run: Run) -> Finding | None:

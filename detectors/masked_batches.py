@@ -89,14 +89,15 @@ def _eval_nan(run: Run) -> Iterable[Finding]:
     evidence = [b.evidence(f"eval_loss = {fmt(b.value)} at step {b.step} ({int((~ev.finite).sum())} of {len(ev)} evals)")]
     if len(train):
         evidence.append(train[-1].evidence(f"training loss finite at all {len(train)} logs (last {fmt(train[-1].value)})"))
+    train_txt = "while every training loss is finite" if len(train) else "(no training loss was logged beside it)"
     facts = _length_facts(run)
     evidence.extend(facts)
     fp16 = truthy(run.config.get("fp16"))
     conf = 0.6 + (0.1 if facts else 0.0) - (0.15 if fp16 else 0.0)
     yield Finding(
         code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=conf,
-        title="eval_loss is NaN while training is finite: eval batches without supervised tokens",
-        message=(f"eval_loss = {fmt(b.value)} at step {b.step} while every training loss is finite: an evaluation batch "
+        title="eval_loss is NaN" + (" while training is finite" if len(train) else "") + ": eval batches without supervised tokens",
+        message=(f"eval_loss = {fmt(b.value)} at step {b.step} {train_txt}: an evaluation batch "
                  "whose labels are all -100 gives a mean over zero tokens (0/0)"
                  + (" (fp16 is on: an overflow in the eval forward is the other candidate)" if fp16 else "") + "."),
         first_step=b.step, evidence=evidence, remedies=_remedies(), basis="inferred", symptom="eval_nonfinite",

@@ -63,6 +63,10 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("loss_scale_min", re.compile(r"Current loss scale already at minimum"), lambda m: {}),
     # fairseq DynamicLossScaler: FloatingPointError("Minimum loss scale reached (0.0001). Your loss is probably exploding...")
     ("loss_scale_min", re.compile(r"Minimum loss scale reached \(?" + _NUM + r"?"), lambda m: {"min_scale": _f(m[1]) if m[1] else None}),
+    # k2/icefall-style recipes (and forks) abort when the AMP GradScaler's scale halves below a floor:
+    # RuntimeError(f"grad_scale is too small, exiting: {cur_grad_scale}")
+    ("loss_scale_min", re.compile(r"grad[_ ]scale is too small(?:, exiting)?:? ?" + _NUM + r"?"),
+     lambda m: {"min_scale": _f(m[1]) if m[1] else None}),
     # a data pipeline or a loop's own check saying the *input* is non-finite (not the loss): the cause named directly
     ("nan_input", re.compile(r"(?i)\b(?:input|inputs|input_ids|batch|sample|samples|example|examples|data|dataset|feature|"
                              r"features|label|labels|target|targets|pixel_values|embeddings?)\b[^\n]{0,40}?\b(?:contains?|has|have|"
@@ -83,8 +87,13 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("flash_attn_warning", re.compile(r"Flash ?Attention|flash_attn|flash_attention_[23]|FlashAttention"), lambda m: {}),
     ("nan_stop", re.compile(r"Loss is (nan|inf|-inf|NaN|Inf)\b[^\n]{0,20}stopping training"), lambda m: {"value": m[1]}),
     ("loss_watchdog", re.compile(r"Loss is too high, stopping training"), lambda m: {}),
-    ("oom", re.compile(r"CUDA out of memory|OutOfMemoryError|(?:HIP|MPS backend|NPU) out of memory|"
-                       r"CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|Cannot allocate memory"), lambda m: {}),
+    # the messages themselves, not prose about them ("--half, needed to avoid CUDA out of memory)"): torch's
+    # "CUDA out of memory. Tried to allocate", TF's "OOM when allocating tensor", XLA's RESOURCE_EXHAUSTED
+    ("oom", re.compile(r"CUDA out of memory(?=\s*[.;:,]|\s+Tried|\s*$)|OutOfMemoryError|"
+                       r"(?:HIP|MPS backend|NPU|XPU) out of memory(?=\s*[.;:,]|\s+Tried|\s*$)|"
+                       r"CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|Cannot allocate memory|"
+                       r"OOM when allocating tensor|ResourceExhaustedError|RESOURCE_EXHAUSTED: Out of memory|"
+                       r"CUDA_ERROR_OUT_OF_MEMORY|DefaultCPUAllocator: can't allocate memory"), lambda m: {}),
     ("bf16_unsupported", re.compile(r"(?:doesn't|does not|don't|not) support bf16|bf16/gpu|"
                                     r"[Bb](?:f|float)16 is (?:only|not) supported|bf16 is not supported"), lambda m: {}),
     ("index_out_of_range", re.compile(r"index out of range in self|device-side assert triggered|"
@@ -123,6 +132,7 @@ TRIGGERS = (
     # lower-case lines that are printed without a level or exception name in front of them
     "overflow", "tried to get lr", "exitcode", "prompt alone", "padding-free", "padding_free",
     "copying a param", "vocab size of the LoRA", "Minimum loss scale", "contain", "found NaN", "found nan",
+    "OOM when", "RESOURCE_EXHAUSTED", "can't allocate", "grad_scale is too small", "grad scale is too small",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the

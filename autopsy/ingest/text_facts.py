@@ -39,6 +39,9 @@ KEYMAP: dict[str, str] = {
     "zero_stage": "deepspeed.zero_stage", "min_loss_scale": "deepspeed.fp16.min_loss_scale",
     "initial_scale_power": "deepspeed.fp16.initial_scale_power", "overlap_comm": "deepspeed.overlap_comm",
     "model_name_or_path": "model.name_or_path",
+    "max_completion_length": "max_completion_length", "max_response_length": "max_response_length",
+    "max_new_tokens": "max_new_tokens", "num_generations": "num_generations",
+    "rlhf_type": "trainer.type", "adv_estimator": "trainer.type",
 }
 #: keys that read as CLI flags alone (``--bf16`` means True)
 _BOOL_FLAGS = {"fp16", "bf16", "gradient_checkpointing", "packing", "padding_free"}
@@ -57,6 +60,8 @@ _CLI_SPACE = re.compile(r"(?:^|\s)--([A-Za-z_][\w.]*)(?:\s+(?!--)" + _VALUE + r"
 _BARE_SPACE = re.compile(r"(?:^|\s)([a-z]+_[a-z_]+)\s+(\d+(?:\.\d+)?(?:e-?\d+)?|True|False|true|false)(?=\s|$|,)")
 _JSON_KEY = re.compile(r'^\s*"([\w.]+)"\s*:\s*(\{|"[^"]*"|[\w.+\-]+)')
 _DS_INFO = re.compile(r"(?i)DeepSpeed info: version=(\d[\w.+\-]*)")
+#: a TRL trainer or config class in pasted code (``GRPOTrainer(``, ``DPOConfig(``): the kind of training
+_TRAINER_CLASS = re.compile(r"\b(GRPO|PPO|RLOO|DPO|OnlineDPO|KTO|ORPO|CPO|SFT|Reward|GKD|Nash|XPO|BCO)(?:Trainer|Config)\s*\(")
 #: a model named in an environment block or a launch line ("- Model: `google/gemma-4-E4B-it`", "--model Qwen/Qwen3-8B")
 _MODEL = re.compile(r"(?i)(?:^|[\s(])(?:[-*]\s*)?(?:model(?:_name_or_path|_id)?\s*[:=]|--model(?:_id|_name_or_path)?[\s=])"
                     r"\s*`?((?:\.{0,2}/)?[A-Za-z0-9][\w.\-]*(?:/[\w.\-]+)*)`?")
@@ -119,6 +124,9 @@ class FactScanner:
                 self.emit("gpu.name", m[1].strip(), no, "gpu")
         for m in _MODEL.finditer(text):
             self.emit("model.name_or_path", m[1], no, "model")
+        if "Trainer" in text or "Config" in text:
+            for m in _TRAINER_CLASS.finditer(text):
+                self.emit("trainer.type", m[1].lower(), no, m[0].rstrip("( "))
         if self._json(no, text):
             return
         for m in _ASSIGN.finditer(text):

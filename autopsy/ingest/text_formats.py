@@ -614,6 +614,10 @@ _COL_HEAD = re.compile(rb"(?m)^[ \t#]*([A-Za-z_][\w/.-]*(?:[ \t]*[,;|\t][ \t]*|[
 _SPLIT = re.compile(rb"[ \t]*[,;|\t][ \t]*|[ \t]+")
 #: consecutive numeric rows needed before a run is read as a table (fewer is prose with numbers)
 MIN_COLUMN_ROWS = 3
+#: ... or under a header naming the columns (``step loss grad_norm``)
+MIN_HEADED_ROWS = 2
+#: a row elided by whoever pasted the table (``...``, ``…``, ``⋮``) does not end it
+_ELISION = re.compile(rb"(?m)^[ \t]*(?:\.{3,}|\xe2\x80\xa6|\xe2\x8b\xae)[ \t]*\r?\n")
 _STEP_NAMES = {"step", "steps", "global_step", "iter", "iteration", "iters", "epoch", "update", "updates",
                "num_updates", "it", "#"}
 
@@ -629,7 +633,7 @@ def parse_columns(text: bytes, first_line: int, st: StepState, out: Collector,
     run: list[re.Match[bytes]] = []
 
     def flush() -> None:
-        if len(run) < MIN_COLUMN_ROWS:
+        if len(run) < MIN_HEADED_ROWS:
             run.clear()
             return
         start = run[0].start()
@@ -644,7 +648,7 @@ def parse_columns(text: bytes, first_line: int, st: StepState, out: Collector,
                 if len(cand) == ncols:
                     names = cand
         if names is None:
-            if ncols != 2:
+            if ncols != 2 or len(run) < MIN_COLUMN_ROWS:
                 run.clear()
                 return
             names = ["step", "loss"]
@@ -669,7 +673,7 @@ def parse_columns(text: bytes, first_line: int, st: StepState, out: Collector,
     for m in line_matches(_COL_ROW_BODY, text):
         if used.covers(m.start(), m.end()):
             continue
-        gap = text[last_end:m.start()] if last_end >= 0 else b""
+        gap = _ELISION.sub(b"", text[last_end:m.start()]) if last_end >= 0 else b""
         if run and (gap.strip(b"\r\n") != b"" or gap.count(b"\n") > 1 or last_end < 0):
             flush()
         run.append(m)

@@ -21,6 +21,7 @@ from autopsy.ingest.events import EventSink, TracebackTracker, chunk_trigger_re,
 from autopsy.ingest.ranks import RankLines, file_rank, lower_rank_sibling
 from autopsy.ingest.text_dicts import parse_dicts
 from autopsy.ingest.text_formats import FORMAT_PARSERS
+from autopsy.ingest.text_loose import LOOSE_PARSERS
 from autopsy.ingest.text_facts import FACT_SCAN_BYTES, FactScanner, banner_frameworks
 from autopsy.ingest.text_metrics import (
     _BAR_LAST,
@@ -245,7 +246,7 @@ class _TextLogReader:
 
 #: framework formats run before the built-in line parsers, so the generic parser (last) never
 #: re-reads a line a format parser understood
-_ALL_PARSERS = FORMAT_PARSERS + PARSERS
+_ALL_PARSERS = FORMAT_PARSERS + PARSERS + LOOSE_PARSERS
 
 #: points collected before they are handed to the builder (~11 bytes each here)
 HAND_OVER_POINTS = 2_000_000

@@ -1,0 +1,132 @@
+"""Loose metric lines: what a hand-written loop or an end-of-run summary prints, with no framework layout.
+
+Two parsers with the signature of :data:`autopsy.ingest.text_metrics.PARSERS`, run after every
+framework parser so they only see lines nobody claimed:
+
+- HF Trainer's ``log_metrics`` block (``trainer_pt_utils.log_metrics``), printed by every example
+  script at the end of training and evaluation::
+
+      ***** eval metrics *****
+        epoch                   =     3.0
+        eval_loss               =     nan
+
+  Values are formatted by ``metrics_format`` (``4MB`` memory deltas, ``0:01:12.18`` runtimes, ``1GF``
+  flos): only plain numbers are kept, at the step in force (the end of the run), or 0 when the block
+  is all there is.
+- Counterless loss lines of hand-written loops (``2018-03-23 15:29:33,355:INFO: train loss:1.10886``,
+  ``Loss = 0.53``, ``epoch 3 train_loss: 0.41 val_loss: 0.52``): a loss-like ``key: number`` with no
+  step counter on the line. To keep prose out, a layout must repeat (the same text around the key,
+  digits aside) on at least :data:`MIN_LOOSE_LINES` lines of a chunk; its points are numbered in order
+  after the last step seen (the steps are then marked inferred, as for HF dicts without a bar).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from autopsy.ingest.text_metrics import NUM, Collector, Lines, StepMarks, StepState, Used, line_end, line_start
+
+# -- HF log_metrics block --------------------------------------------------------------------------
+
+_BLOCK_HEAD = re.compile(rb"\*{5} (\w{1,40}) metrics \*{5}[ \t]*\r?\n")
+_BLOCK_ROW = re.compile(rb"[ \t]+([A-Za-z_][\w/.-]{0,80})[ \t]*=[ \t]*([^\r\n]{0,80}?)[ \t]*(?:\r?\n|\Z)")
+_FULL_NUM = re.compile(NUM + rb"\Z")
+#: formatted or bookkeeping values of the block: not training signals
+_BLOCK_SKIP = re.compile(r"_runtime$|_per_second$|_mem_|^total_flos$|^epoch$|_samples$|^num_|_gen_len$")
+
+
+def parse_hf_metrics_block(text: bytes, first_line: int, st: StepState, out: Collector,
+                           steps: StepMarks, used: Used) -> None:
+    if b"metrics *****" not in text:
+        return
+    lines = Lines(text, first_line)
+    for m in _BLOCK_HEAD.finditer(text):
+        step = st.last_step if st.last_step is not None else 0
+        pos = m.end()
+        while True:
+            row = _BLOCK_ROW.match(text, pos)
+            if row is None:
+                break
+            key, raw = row[1].decode(), row[2]
+            if _FULL_NUM.match(raw) and not _BLOCK_SKIP.search(key):
+                out.add(step, key, float(raw), lines.at(row.start()))
+            used.add(row.start())
+            pos = row.end()
+        used.add(m.start())
+        st.frameworks.add("hf_trainer")
+
+
+# -- counterless loss lines ------------------------------------------------------------------------
+
+#: a loss-like key and its value: ``train loss:1.1``, ``Loss = 0.53``, ``val_loss 0.5`` (a separator or
+#: one space), ``loss: nan``
+_LOSS_PAIR = re.compile(
+    rb"(?<![\w/.-])((?:(?:train|training|val|valid|validation|eval|test|total|avg|mean|batch)[ _])?[Ll]oss|LOSS|"
+    rb"(?:[Tt]rain|[Tt]raining|[Vv]al|[Vv]alid|[Tt]est|[Tt]otal|[Aa]vg)[ _][Ll]oss)"
+    rb"[ \t]*(?:[:=][ \t]*|[ \t])(" + NUM + rb")(?![\w.])")
+#: a step counter on the line: the step parsers own such lines (``parse_generic``)
+_HAS_COUNTER = re.compile(rb"\b(?:[Ss]tep|STEP|[Ii]ter|ITER|[Ii]teration|global_step|[Bb]atch)\b\s*[:=#]?\s*\[?\s*\d")
+_OTHER_PAIRS = re.compile(
+    rb"(?<![\w/.-])(lr|LR|learning[_ ]rate|grad[_ ]norm|gnorm)[ \t]*(?:[:=][ \t]*|[ \t])(" + NUM + rb")(?![\w.])")
+_DIGITS = re.compile(rb"\d+")
+#: lines of one layout needed before they are read (fewer is prose that mentions a loss)
+MIN_LOOSE_LINES = 3
+#: a metric line is short; a longer one is prose or a dump
+MAX_LOOSE_LINE = 400
+_EVAL_WORDS = ("val", "valid", "validation", "eval", "test")
+
+
+def _loose_key(raw: str) -> str:
+    k = raw.lower().replace(" ", "_")
+    if k.split("_", 1)[0] in _EVAL_WORDS:
+        return "eval_loss"
+    if k in ("loss", "train_loss", "training_loss", "total_loss", "batch_loss"):
+        return "loss"
+    return k  # avg_loss, mean_loss: kept under their own name
+
+
+def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector,
+                     steps: StepMarks, used: Used) -> None:
+    if b"oss" not in text and b"OSS" not in text:
+        return
+    groups: dict[bytes, list[tuple[int, int, list[tuple[str, float]]]]] = defaultdict(list)
+    for m in _LOSS_PAIR.finditer(text):
+        ls = line_start(text, m.start())
+        le = line_end(text, m.end())
+        if le - ls > MAX_LOOSE_LINE or used.covers(ls, le):
+            continue
+        if groups and any(g and g[-1][0] == ls for g in groups.values()):
+            continue  # a second loss pair on a line already taken: read with the first
+        line = text[ls:le]
+        if _HAS_COUNTER.search(line):
+            continue
+        pairs = [(_loose_key(k.decode()), float(v)) for k, v in _LOSS_PAIR.findall(line)]
+        pairs += [(k.decode().lower().replace(" ", "_"), float(v)) for k, v in _OTHER_PAIRS.findall(line)]
+        layout = _DIGITS.sub(b"#", line[:m.start() - ls]) + m[1]
+        groups[layout].append((ls, m.start(), pairs))
+    rows = sorted(r for g in groups.values() if len(g) >= MIN_LOOSE_LINES for r in g)
+    if not rows:
+        return
+    lines = Lines(text, first_line)
+    step = st.last_step if st.last_step is not None else 0
+    for ls, pos, pairs in rows:
+        step += 1
+        line = lines.at(pos)
+        for key, value in pairs:
+            out.add(step, key, value, line)
+            if key in ("lr", "learning_rate"):
+                out.metric_override[key] = "learning_rate"
+            elif key in ("grad_norm", "gnorm"):
+                out.metric_override[key] = "grad_norm"
+        steps.append((ls, step))
+        used.add(ls)
+    st.last_step = step
+    st.inferred = True
+
+
+#: (parser, letters a chunk needs first), run after every other line parser
+LOOSE_PARSERS = (
+    (parse_hf_metrics_block, (b"metrics",)),
+    (parse_loose_loss, (b"oss", b"OSS")),
+)
