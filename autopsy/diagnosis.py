@@ -235,6 +235,8 @@ def _mark_consequences(causes: list[_Cause]) -> None:
         for y in ranked:
             if y is x or y.consequence_of is not None or y.root_cause in GENERIC_CAUSES:
                 continue
+            if _top_severity(y) < _top_severity(x):
+                continue  # a weaker hypothesis (a warning) does not explain away a stronger one (an error)
             if not (y.onset is not None and x.onset is not None and y.onset <= x.onset) and y.onset != 0:
                 continue
             if all(explains(y.root_cause, f.symptom) for f in own):
@@ -243,6 +245,10 @@ def _mark_consequences(causes: list[_Cause]) -> None:
                     continue  # mutual and simultaneous: the stronger one stays the cause
                 x.consequence_of = y.root_cause
                 break
+
+
+def _top_severity(c: _Cause) -> int:
+    return max((SEVERITY_RANK[f.severity] for f in c.support), default=0)
 
 
 def _headline(top: _Cause, ordered: list[Finding], status: str) -> str:

@@ -28,6 +28,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+import numpy as np
+
 from autopsy.model import Evidence, Finding, Run
 from detectors._common import Series, is_policy_gradient_run, points
 from detectors._facts import (
@@ -55,16 +57,28 @@ MIN_EVENTS = 3
 #: "from the start": at least this many logged points, and this share of them, exactly 0.0
 MIN_ZERO_POINTS = 3
 ZERO_SHARE = 0.8
+#: a first log at most this many logging intervals into the run is "from the start" (HF logs first at logging_steps)
+START_INTERVALS = 3
 #: a completion budget this small is likely to be cut away entirely by truncation
 SMALL_CONTEXT = 128
 REFS = ["https://github.com/haotian-liu/LLaVA/issues/1706", "https://github.com/huggingface/trl/issues/1920",
         "https://github.com/huggingface/trl/issues/6668", "https://github.com/ymcui/Chinese-LLaMA-Alpaca-3/issues/29"]
 
 
+def _starts_at_start(rows: Series) -> bool:
+    """The first log is near the run's start (a few logging intervals in), not an excerpt from its middle: only
+    then does "from the first log on" mean "from the start"."""
+    if len(rows) < 2:
+        return True
+    gaps = np.diff(rows.steps.astype(np.float64))
+    interval = float(np.median(gaps[gaps > 0])) if (gaps > 0).any() else 1.0
+    return float(rows.steps[0]) <= START_INTERVALS * max(interval, 1.0)
+
+
 def _zero_from_start(run: Run) -> tuple[Series, int] | None:
     """Train loss exactly 0.0 at the first logged point and at >= ZERO_SHARE of all points."""
     rows = points(run, "loss")
-    if len(rows) < MIN_ZERO_POINTS or rows.values[0] != 0.0:
+    if len(rows) < MIN_ZERO_POINTS or rows.values[0] != 0.0 or not _starts_at_start(rows):
         return None
     zeros = int((rows.values == 0.0).sum())
     return (rows, zeros) if zeros / len(rows) >= ZERO_SHARE else None
@@ -73,7 +87,7 @@ def _zero_from_start(run: Run) -> tuple[Series, int] | None:
 def _nan_nll_from_start(run: Run) -> tuple[str, Series] | None:
     for metric in ("nll_loss", "loss"):
         rows = points(run, metric)
-        if len(rows) >= MIN_ZERO_POINTS and not bool(rows.finite.any()):
+        if len(rows) >= MIN_ZERO_POINTS and not bool(rows.finite.any()) and _starts_at_start(rows):
             return metric, rows
     return None
 
@@ -104,6 +118,13 @@ def detect(run: Run) -> Iterable[Finding]:
     warned = matching_events(run, "tokenization_mismatch", MISMATCH_RE) + \
         matching_events(run, "response_key_missing", RESPONSE_KEY_RE)
     n_warned = total_count(warned)
+    said = run.events_of("labels_masked")  # the trainer's own dataset check says the labels are (nearly) all masked
+    if said:
+        evidence.extend(event_evidence(e, f"\"{e.message.strip()[:160]}\": the trainer's own check of the dataset")
+                        for e in said[:1])
+        reasons.append("the trainer's dataset check found " + ("all" if said[0].data.get("share") == "all" else "most")
+                       + " labels are -100")
+        first_step = said[0].step
     if warned:
         kinds = sorted({("tokenization mismatch" if MISMATCH_RE.search(e.message) or e.kind == "tokenization_mismatch"
                          else "response key not found") for e in warned})
@@ -132,7 +153,7 @@ def detect(run: Run) -> Iterable[Finding]:
         evidence.extend(acc)
         reasons.append("mean_token_accuracy is 0 at every log while num_tokens grows")
         first_step = acc[0].step if first_step is None else first_step
-    symptom = bool(zero or nan_nll or acc)
+    symptom = bool(zero or nan_nll or acc or said)
 
     if not warned and not symptom:
         return

@@ -53,6 +53,11 @@ NO_GRADIENTS = re.compile(r"parameter has no gradients?", re.IGNORECASE)
 def detect(run: Run) -> Iterable[Finding]:
     direct: list[Evidence] = []
     weak: list[Evidence] = []
+    #: "None of the inputs have requires_grad=True" alone: torch.utils.checkpoint prints it for any checkpointed
+    #: segment whose inputs need no grad - a frozen vision tower or frozen embeddings in front of trainable
+    #: layers too (harmless, the maintainers' usual answer). It names the cause only beside a proof that
+    #: gradients are missing (the backward error, zero grad_norm, weights that never moved).
+    ckpt_warnings: list[Evidence] = []
     first_step: int | None = None
     for ev in run.events:
         text = f"{ev.message} {ev.data.get('exc_message', '')}"
@@ -60,8 +65,8 @@ def detect(run: Run) -> Iterable[Finding]:
             direct.append(event_evidence(ev, "backward failed: \"element 0 of tensors does not require grad and does not "
                                              "have a grad_fn\": the loss is not connected to any trainable parameter"))
         elif ev.kind == "no_grad_inputs" or (ev.kind == "warning" and NO_GRAD_INPUTS.search(text)):
-            direct.append(event_evidence(ev, "\"None of the inputs have requires_grad=True\": reentrant gradient "
-                                             "checkpointing cuts the graph, the checkpointed layers get no gradient"))
+            ckpt_warnings.append(event_evidence(ev, "\"None of the inputs have requires_grad=True\": reentrant gradient "
+                                                    "checkpointing cut the graph at a segment whose inputs need no grad"))
         elif ev.kind in ("traceback", "error") and NO_GRADIENTS.search(text):
             weak.append(event_evidence(ev, "\"parameter has no gradients\""))
         else:
@@ -71,6 +76,12 @@ def detect(run: Run) -> Iterable[Finding]:
     direct_events = list(direct)
     direct.extend(_checkpoint_evidence(run))
     curve = _zero_grad(run)
+    if ckpt_warnings and not direct and not weak and curve is None:
+        yield from _checkpoint_warning_only(run, ckpt_warnings)
+        return
+    if ckpt_warnings:
+        direct[len(direct_events):len(direct_events)] = ckpt_warnings[:1]
+        direct_events.extend(ckpt_warnings[:1])
     if not direct and not weak and curve is None:
         return
     evidence = direct + weak + ([curve] if curve else [])
@@ -90,6 +101,23 @@ def detect(run: Run) -> Iterable[Finding]:
         first_step=first_step if first_step is not None else (curve.step if curve else None),
         evidence=evidence, basis=basis, symptom="no_grad" if direct_events else "frozen_weights",
         remedies=_remedies(run, bool(direct_events)),
+    )
+
+
+def _checkpoint_warning_only(run: Run, warnings: list[Evidence]) -> Iterable[Finding]:
+    """The checkpointing warning with no proof of missing gradients: a warning, or nothing when gradients flow."""
+    gn = points(run, "grad_norm").finite_only()
+    moving = gn.select(gn.values > 0.0)
+    if len(gn) and len(moving) == len(gn):
+        return  # every logged grad_norm is finite and non-zero: the trainable parameters get gradients
+    yield Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="warning", confidence=0.35,
+        title="Gradient checkpointing warned that some segments get no gradient",
+        message=(warnings[0].detail + ". Harmless when those segments are frozen (a frozen vision tower or embeddings); "
+                 "a failure when they hold the trainable weights (LoRA layers behind frozen embeddings): check that "
+                 "grad_norm is non-zero and the adapter weights change between checkpoints."),
+        first_step=warnings[0].step, evidence=warnings[:2], basis="direct", symptom="no_grad",
+        remedies=_remedies(run, True),
     )
 
 

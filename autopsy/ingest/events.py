@@ -27,7 +27,7 @@ EVENT_KINDS = (
     "tokenization_mismatch", "response_key_missing", "padding_free_warning", "flash_attn_warning",
     "nan_stop", "oom", "bf16_unsupported", "prompt_fills_max_length", "index_out_of_range",
     "cudnn_sdpa_warning", "ddp_unused_params", "unscale_fp16", "gemma_eager_warning", "loss_watchdog",
-    "empty_tensor_load", "nan_input", "warning", "error",
+    "empty_tensor_load", "nan_input", "labels_masked", "warning", "error",
 )
 
 #: events kept per kind from the start of the log: enough to show how a sequence began
@@ -78,6 +78,8 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("no_grad_fn", re.compile(r"parameter has no gradients?"), lambda m: {"variant": "parameter_has_no_gradients"}),
     ("tokenization_mismatch", re.compile(r"tokenization mismatch: (\d+) vs\.? (\d+)"), lambda m: {"a": int(m[1]), "b": int(m[2])}),
     ("response_key_missing", re.compile(r"Could not find response key"), lambda m: {}),
+    # unsloth's dataset check (>= 90% of sampled rows fully masked), printed or raised as ZeroDivisionError
+    ("labels_masked", re.compile(r"(Most|All) labels in your dataset are -100"), lambda m: {"share": m[1].lower()}),
     ("prompt_fills_max_length", re.compile(
         r"prompt alone fills `?max_length|prompts to be truncated or completely removed|"
         r"prompt[^\n]{0,60}(?:longer than|exceeds|fills)[^\n]{0,30}max_(?:prompt_)?length"), lambda m: {}),
@@ -113,7 +115,7 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
 
 #: kinds that are warnings/notices about the setup: worth one event per distinct text
 _WARNINGISH = {"padding_free_warning", "flash_attn_warning", "gemma_eager_warning", "cudnn_sdpa_warning",
-               "lr_before_step", "no_grad_inputs", "response_key_missing", "prompt_fills_max_length",
+               "lr_before_step", "no_grad_inputs", "response_key_missing", "labels_masked", "prompt_fills_max_length",
                "unscale_fp16", "warning", "error"}
 
 #: a line that is a warning when it carries one of these markers
@@ -132,7 +134,8 @@ TRIGGERS = (
     # lower-case lines that are printed without a level or exception name in front of them
     "overflow", "tried to get lr", "exitcode", "prompt alone", "padding-free", "padding_free",
     "copying a param", "vocab size of the LoRA", "Minimum loss scale", "contain", "found NaN", "found nan",
-    "OOM when", "RESOURCE_EXHAUSTED", "can't allocate", "grad_scale is too small", "grad scale is too small",
+    "labels in your dataset", "OOM when", "RESOURCE_EXHAUSTED", "srcIndex", "Assertion", "index out of range",
+    "indexSelect", "device-side assert", "can't allocate", "grad_scale is too small", "grad scale is too small",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the

@@ -42,6 +42,7 @@ KEYMAP: dict[str, str] = {
     "max_completion_length": "max_completion_length", "max_response_length": "max_response_length",
     "max_new_tokens": "max_new_tokens", "num_generations": "num_generations",
     "rlhf_type": "trainer.type", "adv_estimator": "trainer.type",
+    "precision": "precision", "mixed_precision": "precision",
 }
 #: keys that read as CLI flags alone (``--bf16`` means True)
 _BOOL_FLAGS = {"fp16", "bf16", "gradient_checkpointing", "packing", "padding_free"}
@@ -139,7 +140,7 @@ class FactScanner:
                 continue
             ok, value = parse_value(m[4])
             if ok:
-                self.emit(canon, value, no, m[2])
+                self._out(canon, value, no, m[2])
         if "--" in text:
             for m in _CLI_SPACE.finditer(text):
                 key = m[1].lower()
@@ -148,15 +149,27 @@ class FactScanner:
                     continue
                 if m[2] is None:
                     if key in _BOOL_FLAGS:
-                        self.emit(canon, True, no, m[1])
+                        self._out(canon, True, no, m[1])
                     continue
                 ok, value = parse_value(m[2])
                 if ok:
-                    self.emit(canon, value, no, m[1])
+                    self._out(canon, value, no, m[1])
         for m in _BARE_SPACE.finditer(text):
             canon = KEYMAP.get(m[1])
             if canon is not None:
-                self.emit(canon, parse_value(m[2])[1], no, m[1])
+                self._out(canon, parse_value(m[2])[1], no, m[1])
+
+    def _out(self, canon: str, value: Any, no: int, original: str) -> None:
+        """Emit one fact; a Lightning/Fabric ``precision`` ("16-true", "16-mixed", "bf16-mixed") or an Accelerate
+        ``mixed_precision`` ("fp16") becomes the fp16/bf16 fact the detectors read."""
+        if canon != "precision":
+            self.emit(canon, value, no, original)
+            return
+        p = str(value).lower().strip("'\"")
+        if p.startswith(("16", "fp16", "half")):
+            self.emit("fp16", True, no, original)
+        elif p.startswith("bf16"):
+            self.emit("bf16", True, no, original)
 
     def finish(self) -> None:
         """End of the text: facts that need the whole of a table (the GPU count)."""
@@ -181,7 +194,7 @@ class FactScanner:
         if canon is not None:
             ok, value = parse_value(raw)
             if ok:
-                self.emit(canon, value, no, ".".join(path))
+                self._out(canon, value, no, ".".join(path))
         return True
 
 

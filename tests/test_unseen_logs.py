@@ -1,0 +1,220 @@
+"""Logs the dev cases never showed: real lines quoted from public issue threads (source on each case),
+each a failure (or a healthy run) the diagnosis got wrong before. Every case is a shape, not a sample:
+the assertions are on what the shape means (a log_metrics block is read, a warning alone is not a
+failure, a low loss scale reached slowly is not a collapse), so a cousin of each passes too.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from autopsy.pipeline import analyze
+
+
+def _run(tmp_path: Path, log: str, config: str | None = None, name: str = "log.txt"):
+    (tmp_path / name).write_text(log)
+    if config is not None:
+        (tmp_path / "config.txt").write_text(config)
+    return analyze(tmp_path)
+
+
+def _verdict(a):
+    return a.diagnosis.verdict.status, a.diagnosis.verdict.root_cause
+
+
+def _series(a, metric: str) -> list[float]:
+    df = a.run.scalars
+    return df[df["metric"] == metric].sort_values("step")["value"].tolist()
+
+
+# -- formats read for the first time -----------------------------------------------------------------
+
+# https://github.com/huggingface/transformers/issues/10819 (run_translation.py, mt5-small, --fp16)
+HF_EVAL_BLOCK = """***** eval metrics *****
+  epoch                     =     3.0
+  eval_bleu                 =  0.0039
+  eval_gen_len              =    2.95
+  eval_loss                 =     nan
+  eval_mem_cpu_alloc_delta  =     4MB
+  eval_runtime              = 72.1865
+  eval_samples              =    1999
+  eval_samples_per_second   =  27.692
+"""
+
+
+def test_hf_log_metrics_block_is_read_and_fp16_named(tmp_path: Path):
+    a = _run(tmp_path, HF_EVAL_BLOCK, "python run_translation.py --model_name_or_path google/mt5-small --do_train "
+                                      "--do_eval --predict_with_generate --max_train_samples 100 --fp16\n")
+    loss = _series(a, "eval_loss")
+    assert len(loss) == 1 and math.isnan(loss[0])
+    assert _series(a, "eval_bleu") == [0.0039]
+    assert not _series(a, "eval_runtime") and not _series(a, "eval_mem_cpu_alloc_delta")  # bookkeeping, not signals
+    assert _verdict(a) == ("failed", "fp16_overflow")
+
+
+def test_hf_log_metrics_block_truncated_keeps_what_was_printed(tmp_path: Path):
+    a = _run(tmp_path, HF_EVAL_BLOCK[:HF_EVAL_BLOCK.index("  eval_loss")] + "  eval_lo")
+    assert _series(a, "eval_bleu") == [0.0039] and not _series(a, "eval_loss")
+
+
+# https://github.com/guillaumegenthial/sequence_tagging/issues/47 (a TF1 loop's logging lines, no step counter)
+COUNTERLESS = """2018-03-23 15:29:33,355:INFO: train loss:1.10886
+2018-03-23 15:31:41,870:INFO: train loss:1.53702
+2018-03-23 15:33:53,753:INFO: train loss:0.866067
+2018-03-23 15:36:03,349:INFO: train loss:1.32708
+2018-03-23 15:38:15,538:INFO: train loss:1.20029
+2018-03-23 15:40:22,720:INFO: train loss:nan
+2018-03-23 15:42:27,061:INFO: train loss:nan
+2018-03-23 16:04:34,913:INFO: acc 0.74 - f1 0.02
+"""
+
+
+def test_counterless_loss_lines_are_numbered_in_order(tmp_path: Path):
+    a = _run(tmp_path, COUNTERLESS)
+    loss = _series(a, "loss")
+    assert len(loss) == 7 and loss[:2] == [1.10886, 1.53702] and all(math.isnan(v) for v in loss[5:])
+    assert a.diagnosis.verdict.status != "healthy"
+
+
+def test_a_loss_mentioned_in_prose_is_not_a_series(tmp_path: Path):
+    a = _run(tmp_path, "My train loss: 1.2 at first, and I expected the val loss: 0.9 to drop.\nAny idea?\n")
+    assert not _series(a, "loss") and not _series(a, "eval_loss")
+
+
+# https://github.com/huggingface/trl/issues/5697 (the reporter's table of TRL GRPO metrics, rows elided)
+GRPO_TABLE = """Step  loss  grad_norm  reward_mean  clipped_ratio  mean_length
+1     0     0          0            1.0            256
+2     0     0          0            1.0            256
+...
+10    0     0          0            1.0            256
+"""
+GRPO_CODE = """training_args = GRPOConfig(
+    output_dir="output",
+    # all defaults: per_device_train_batch_size=8, num_generations=8, max_completion_length=256
+    logging_steps=1,
+)
+trainer = GRPOTrainer(model="Qwen/Qwen2.5-0.5B-Instruct", reward_funcs=accuracy_reward, args=training_args)
+"""
+
+
+def test_headed_table_with_elided_rows_names_truncated_completions(tmp_path: Path):
+    a = _run(tmp_path, GRPO_TABLE, GRPO_CODE)
+    assert _series(a, "mean_length") == [256.0, 256.0, 256.0]
+    assert _verdict(a) == ("failed", "completions_truncated")  # not "labels masked": a GRPO loss is 0 by construction
+
+
+# -- messages: what they say, and what prose about them does not ------------------------------------
+
+def test_prose_mentioning_oom_is_not_an_oom(tmp_path: Path):
+    # https://github.com/kenziyuliu/MS-G3D/issues/9: apex O2 overflow at a large scale, maintainer: nothing to worry about
+    a = _run(tmp_path, "Gradient overflow. Skipping step, loss scaler 0 reducing loss scale to 131072.0\n",
+             "MS-G3D, '--amp_opt_level 2 --half' (needed to avoid CUDA out of memory), single RTX 2080 Ti\n")
+    assert not a.run.events_of("oom")
+    assert a.diagnosis.verdict.status == "healthy"
+
+
+def test_oom_messages_of_other_frameworks(tmp_path: Path):
+    # TF's allocator message, as pasted in many Keras/TF threads
+    a = _run(tmp_path, "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor "
+                       "with shape[64,256,56,56] and type float on /job:localhost/replica:0/task:0/device:GPU:0\n")
+    assert a.run.events_of("oom") and _verdict(a) == ("failed", "out_of_memory")
+
+
+def test_low_loss_scale_reached_slowly_is_not_a_collapse(tmp_path: Path):
+    # https://github.com/mailong25/self-supervised-speech-recognition/issues/20 (fairseq wav2vec2, maintainer: normal)
+    a = _run(tmp_path, """2021-01-26 03:01:31 | INFO | fairseq.trainer | begin training epoch 1
+2021-01-26 03:02:32 | INFO | fairseq.trainer | NOTE: overflow detected, setting loss scale to: 64.0
+2021-01-26 03:03:23 | INFO | fairseq.trainer | NOTE: overflow detected, setting loss scale to: 32.0
+2021-01-26 03:04:15 | INFO | fairseq.trainer | NOTE: overflow detected, setting loss scale to: 16.0
+2021-01-26 03:10:26 | INFO | fairseq.trainer | NOTE: overflow detected, setting loss scale to: 8.0
+2021-01-26 03:56:38 | INFO | fairseq.trainer | NOTE: overflow detected, setting loss scale to: 4.
+""")
+    assert a.diagnosis.verdict.status == "healthy"
+    (f,) = [f for f in a.diagnosis.findings if f.code == "PREC001"]
+    assert f.severity == "warning" and "fell to 4" in f.title
+
+
+def test_consecutive_overflows_to_a_low_scale_are_a_collapse(tmp_path: Path):
+    # DeepSpeed's message (loss_scaler.py update_scale) on consecutive steps, as in Chinese-LLaMA-Alpaca#534
+    lines = [f"{s}/2724 [13:58:09<86:18:35, 132.44s/it][2023-06-07 22:16:00,018] [INFO] [loss_scaler.py:181:update_scale] "
+             f"[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {2 ** (7 - i)}, reducing to {2 ** (6 - i)}"
+             for i, s in enumerate(range(378, 383))]
+    a = _run(tmp_path, "\n".join(" 14%|█▍        | " + x for x in lines) + "\n")
+    assert _verdict(a) == ("failed", "loss_scale_collapse")
+
+
+def test_icefall_grad_scale_abort_is_a_collapse(tmp_path: Path):
+    # https://github.com/k2-fsa/ZipVoice/issues/17
+    a = _run(tmp_path, """Traceback (most recent call last):
+  File "/root/workspace/ZipVoice/zipvoice/train_flow.py", line 769, in train_one_epoch
+    raise RuntimeError(
+RuntimeError: grad_scale is too small, exiting: 2.3283064365386963e-10
+""")
+    assert _verdict(a) == ("failed", "loss_scale_collapse")
+
+
+def test_checkpointing_warning_alone_is_not_a_failure(tmp_path: Path):
+    # https://github.com/Victorwz/LLaVA-Llama-3/issues/4 (author: only at iteration 0, no effect on training)
+    a = _run(tmp_path, "/usr/local/lib/python3.10/dist-packages/torch/utils/checkpoint.py:61: UserWarning: None of "
+                       "the inputs have requires_grad=True. Gradients will be None\n  warnings.warn(\n")
+    assert a.diagnosis.verdict.status == "healthy"
+    (f,) = [f for f in a.diagnosis.findings if f.code == "GRAD001"]
+    assert f.severity == "warning"
+
+
+def test_checkpointing_warning_with_gradients_flowing_says_nothing(tmp_path: Path):
+    # https://github.com/huggingface/trl/issues/3452 (GRPO: loss 0 by construction, grad_norm non-zero)
+    a = _run(tmp_path, "/home/cy/anaconda3/envs/hf_trl/lib/python3.11/site-packages/torch/utils/checkpoint.py:87: "
+                       "UserWarning: None of the inputs have requires_grad=True. Gradients will be None\n" + "".join(
+        f"{{'loss': 0.0, 'grad_norm': {g}, 'learning_rate': 6.9e-06, 'completion_length': 232.8, 'reward': 1.71, "
+        f"'reward_std': 0.57, 'kl': 0.00053, 'epoch': 0.{31 + i}}}\n" for i, g in enumerate((0.0865, 0.0966, 0.1058))))
+    assert a.diagnosis.verdict.status == "healthy"
+    assert not [f for f in a.diagnosis.findings if f.code in ("GRAD001", "LBL001")]
+
+
+def test_checkpointing_warning_before_the_backward_error_is_the_cause(tmp_path: Path):
+    # https://github.com/ymcui/Chinese-LLaMA-Alpaca/issues/847
+    a = _run(tmp_path, """/home/tupk/anaconda3/envs/nlp/lib/python3.8/site-packages/torch/utils/checkpoint.py:31: UserWarning: None of the inputs have requires_grad=True. Gradients will be None
+  warnings.warn("None of the inputs have requires_grad=True. Gradients will be None")
+Traceback (most recent call last):
+    tr_loss_step = self.training_step(model, inputs)
+RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn
+""")
+    assert _verdict(a) == ("failed", "gradientless_params")
+
+
+def test_unsloth_dataset_check_names_masked_labels(tmp_path: Path):
+    # https://github.com/unslothai/unsloth/issues/1290 (message from unsloth's train_on_responses_only check)
+    a = _run(tmp_path, "Unsloth: Most labels in your dataset are -100. Training losses will be all 0.\n"
+                       "For example, are you sure you used `train_on_responses_only` correctly?\n")
+    assert _verdict(a) == ("failed", "all_labels_masked")
+
+
+def test_device_assert_on_two_lines_names_the_vocabulary(tmp_path: Path):
+    # https://github.com/huggingface/transformers/issues/1848
+    a = _run(tmp_path, "CUDA runtime error (59) : device-side assert triggered\n"
+                       "Assertion 'srcIndex < srcSelectDimSize' failed\n")
+    assert _verdict(a) == ("failed", "vocab_mismatch")
+
+
+# -- judging -------------------------------------------------------------------------------------
+
+def test_fabric_16_true_precision_is_fp16(tmp_path: Path):
+    # https://github.com/Lightning-AI/litgpt/issues/291 (falcon-7b adapter, precision 16-true on V100)
+    log = "".join(f"iter {i} step {i // 7}: loss {v}, iter time: 1806.42ms\n"
+                  for i, v in enumerate(["0.5254", "1.5451", "2.3252", "1.1392", "1.3027", "3.6702", "1.1289", "1.1201",
+                                         "nan", "nan", "nan"]))
+    a = _run(tmp_path, log, "devices = 8\nmicro_batch_size = 1\nprecision: 16-true\n")
+    assert a.run.config.get("fp16") is True
+    assert _verdict(a) == ("failed", "fp16_overflow")
+
+
+def test_nan_in_an_excerpt_from_mid_run_is_not_from_the_start(tmp_path: Path):
+    # https://github.com/open-mmlab/mmpretrain/issues/1632: the paste starts at epoch 165, loss nan
+    log = "".join(f"2023/06/09 23:47:22 - mmengine - INFO - Epoch(train) [{e}][{i}/351] lr: 2.3623e-03 eta: 5 days, "
+                  f"22:27:01 time: 0.9934 data_time: 0.0023 memory: 48596 loss: nan\n"
+                  for e, i in ((165, 300), (166, 100), (166, 200), (166, 300)))
+    a = _run(tmp_path, log)
+    assert not [f for f in a.diagnosis.findings if f.code == "LBL001"]
+    assert a.diagnosis.verdict.status != "healthy"
