@@ -55,12 +55,27 @@ MIN_EARLY = 3
 SPIKE_FACTOR = 3.0
 SPIKE_WINDOW = 10
 MIN_SPIKES = 3
+#: values no converging run logs: a loss this large beside a run that once logged 1000x less, or any
+#: gradient norm this large (unscaled norms are O(1)-O(1e3); even a GradScaler-scaled norm stays < 1e9)
+EXPLODED_LOSS = 1e8
+EXPLODED_RATIO = 1e3
+EXPLODED_GRAD = 1e10
+#: a late rise: the smoothed loss climbs for the last LATE_RISE_LOGS logs, LATE_RISE_SHARE above its minimum,
+#: and the minimum lies in the first LATE_MIN_SHARE of the run (a run that stopped improving and went back up)
+LATE_RISE_LOGS = 4
+LATE_RISE_SHARE = 0.05
+LATE_MIN_SHARE = 0.7
+MIN_LATE_LOGS = 6
 
 
 def detect(run: Run) -> Iterable[Finding]:
     if nonfinite_onset(run) is not None or is_policy_gradient_run(run):
         return  # NaN runs are NUM001/OPT001's; RL surrogate losses are not judged by level
     loss = points(run, "loss").finite_only()
+    exploded = _exploded(run, loss)
+    if exploded is not None:
+        yield exploded
+        return
     n = len(loss)
     if n < MIN_EARLY + MIN_LOGS_AFTER:
         return
@@ -94,7 +109,80 @@ def detect(run: Run) -> Iterable[Finding]:
             basis="symptom", symptom="loss_divergence",
         )
         return
+    rise = _late_rise(run, loss)
+    if rise is not None:
+        yield rise
+        return
     yield from _spikes(run, loss)
+
+
+def _exploded(run: Run, loss) -> Finding | None:
+    """A loss or gradient norm at a size no converging run reaches, judged even from one log line."""
+    gn = points(run, "grad_norm").finite_only()
+    ev = []
+    if len(loss):
+        top = loss[int(np.argmax(loss.values))]
+        low = max(float(np.min(np.abs(loss.values))), 1e-12)
+        if top.value >= EXPLODED_LOSS and (len(loss) == 1 or top.value >= EXPLODED_RATIO * low):
+            ev.append(top.evidence(f"loss {fmt(top.value)} at step {top.step}"
+                                   + (f", {top.value / low:.3g}x its lowest ({fmt(low)})" if len(loss) > 1 else "")))
+    huge = np.flatnonzero(np.abs(gn.values) >= EXPLODED_GRAD) if len(gn) else np.zeros(0, dtype=int)
+    if huge.size and (ev or huge.size >= 2):  # one huge norm beside an ordinary loss may be a scaled norm
+        p = gn[int(np.argmax(np.abs(gn.values)))]
+        ev.append(p.evidence(f"grad_norm {fmt(p.value)} at step {p.step}: no converging run has gradients this large"))
+    if not ev:
+        return None
+    step = min(e.step for e in ev if e.step is not None) if any(e.step is not None for e in ev) else None
+    lr = value_at(points(run, "learning_rate").finite_only(), step) if step is not None else None
+    if lr is not None:
+        ev.append(lr.evidence(f"learning rate {fmt(lr.value)} at step {lr.step}"))
+    return Finding(
+        code=CODE, name=SLUG, root_cause="lr_too_high", severity="error", confidence=0.55,
+        title=f"Loss exploded{f' at step {step}' if step is not None else ''} without going NaN",
+        message="; ".join(e.detail for e in ev) + ". Values this large mean the updates overshoot: the step size (learning "
+                "rate, often one tuned for a larger total batch, e.g. 8 GPUs run on 1) is the usual cause; check the "
+                "precision and the data if the LR is ordinary.",
+        first_step=step, evidence=ev,
+        remedies=["Lower the learning rate (scale it linearly with the total batch size: divide by 8 when running an 8-GPU "
+                  "recipe on 1 GPU), add warmup and gradient clipping (max_norm 1.0-35 for detectors)."],
+        basis="inferred", symptom="loss_divergence",
+    )
+
+
+def _late_rise(run: Run, loss) -> Finding | None:
+    """The smoothed loss reached its minimum, then climbed steadily to the end of the run."""
+    n = len(loss)
+    if n < MIN_LATE_LOGS:
+        return None
+    w = max(1, n // 10)
+    sm = np.convolve(loss.values, np.ones(w) / w, mode="valid") if w > 1 else loss.values.astype(float)
+    m = int(np.argmin(sm))
+    if m > LATE_MIN_SHARE * (len(sm) - 1) or sm[m] <= DIVERGE_MIN_BEST:
+        return None
+    tail = sm[-(LATE_RISE_LOGS + 1):]
+    if len(tail) < LATE_RISE_LOGS + 1 or not bool(np.all(np.diff(tail) > 0)):
+        return None
+    if sm[-1] < (1 + LATE_RISE_SHARE) * sm[m]:
+        return None
+    best, last = loss[m + (w - 1) // 2], loss[-1]
+    lr_txt = ""
+    lr = value_at(points(run, "learning_rate").finite_only(), last.step)
+    if lr is not None:
+        lr_txt = f" (lr {fmt(lr.value)} at the end)"
+    ev = [best.evidence(f"lowest loss {fmt(best.value)} at step {best.step}"),
+          last.evidence(f"loss rose for the last {LATE_RISE_LOGS} logs to {fmt(last.value)} at step {last.step}, "
+                        f"{last.value / best.value:.3g}x the lowest{lr_txt}")]
+    return Finding(
+        code=CODE, name=SLUG, root_cause="lr_too_high", severity="error", confidence=0.5,
+        title=f"Training loss rising since step {best.step} ({fmt(best.value)} -> {fmt(last.value)})",
+        message=(f"the training loss fell to {fmt(best.value)} at step {best.step}, then rose at every one of the last "
+                 f"{LATE_RISE_LOGS} logs to {fmt(last.value)}: the optimiser overshoots instead of converging, the "
+                 "signature of a learning rate too high for this optimiser and batch."),
+        first_step=best.step, evidence=ev,
+        remedies=["Lower the learning rate 3-10x (or use an optimiser whose default suits the model), add decay or "
+                  "warmup; resume from the checkpoint at the lowest loss."],
+        basis="inferred", symptom="loss_divergence",
+    )
 
 
 def _spikes(run: Run, loss) -> Iterable[Finding]:

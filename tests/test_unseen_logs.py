@@ -218,3 +218,34 @@ def test_nan_in_an_excerpt_from_mid_run_is_not_from_the_start(tmp_path: Path):
     a = _run(tmp_path, log)
     assert not [f for f in a.diagnosis.findings if f.code == "LBL001"]
     assert a.diagnosis.verdict.status != "healthy"
+
+
+# https://github.com/keras-team/keras/issues/5239 (Keras 1.2 Progbar: no per-step time; rmsprop at its default LR)
+KERAS1 = "".join(f"Epoch {e}/200\n50000/50000 [==============================] - 16s - loss: {l} - acc: 0.61 - "
+                 f"val_loss: {v} - val_acc: 0.59\n"
+                 for e, (l, v) in enumerate([("1.6163", "1.1957"), ("1.2506", "1.0052"), ("1.1442", "1.2103"),
+                                             ("1.1237", "0.9753"), ("1.1419", "1.2223"), ("1.1594", "1.2934"),
+                                             ("1.1765", "1.2739"), ("1.2114", "1.2458")], start=1))
+
+
+def test_keras1_rows_are_read_and_a_late_rise_is_named(tmp_path: Path):
+    a = _run(tmp_path, KERAS1)
+    assert _series(a, "loss")[:2] == [1.6163, 1.2506] and len(_series(a, "eval_loss")) == 8
+    assert _verdict(a) == ("failed", "lr_too_high")
+    (f,) = [f for f in a.diagnosis.findings if f.code == "DIV001"]
+    assert "rising" in f.title
+
+
+def test_a_loss_that_flattens_with_noise_is_not_a_late_rise(tmp_path: Path):
+    vals = ["1.6163", "1.2506", "1.1442", "1.1237", "1.1419", "1.1194", "1.1265", "1.1101"]
+    a = _run(tmp_path, "".join(f"Epoch {e}/8\n500/500 [====] - 16s - loss: {v}\n" for e, v in enumerate(vals, 1)))
+    assert a.diagnosis.verdict.status == "healthy"
+
+
+def test_an_exploded_loss_in_one_line_is_named(tmp_path: Path):
+    # https://github.com/open-mmlab/mmdetection/issues/4383 (GA-RPN on 1 GPU with the 8-GPU learning rate)
+    a = _run(tmp_path, "2021-01-03 10:02:15,629 - mmdet - INFO - Epoch [1][500/58633]   lr: 1.996e-02, eta: 3 days, "
+                       "18:12:13, time: 0.434, data_time: 0.005, memory: 4851, loss_rpn_cls: 2.5725, loss_rpn_bbox: "
+                       "0.0047, loss_cls: 2326544033.5461, acc: 84.1525, loss_bbox: 135189261.4936, loss: "
+                       "2461733416.8998, grad_norm: 1170372919273.4768\n")
+    assert _verdict(a) == ("failed", "lr_too_high")

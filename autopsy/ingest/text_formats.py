@@ -354,8 +354,12 @@ _KERAS_PAIR = re.compile(rb" - ([\w/]+): (" + NUM + rb")(?![\w.])")
 
 def parse_keras(text: bytes, first_line: int, st: StepState, out: Collector,
                 steps: StepMarks, used: Used) -> None:
-    """Progbar rows; step = (epoch - 1) * batches + batch. The values are running means of the epoch."""
-    if b"/step" not in text and b"ETA" not in text and b"/sample" not in text:
+    """Progbar rows; step = (epoch - 1) * batches + batch. The values are running means of the epoch.
+
+    Keras 1's Progbar prints no per-step time: ``50000/50000 [====] - 18s - loss: 1.6163 - acc: 0.4084``.
+    """
+    if b"/step" not in text and b"ETA" not in text and b"/sample" not in text and not (
+            b"Epoch " in text and b"] - " in text):
         return
     epochs = [(m.start(), int(m[1])) for m in _KERAS_EPOCH.finditer(text)]
     lines = Lines(text, first_line)
@@ -692,7 +696,7 @@ FORMAT_PARSERS = (
     (parse_megatron, (b"iteration",)),
     (parse_caffe, (b"Iteration",)),
     (parse_torchtune, (b"Loss",)),
-    (parse_keras, (b"step", b"ETA", b"sample")),
+    (parse_keras, (b"step", b"ETA", b"sample", b"Epoch")),
     (parse_tqdm_postfix, (b"",)),
     (parse_yolo, (b"GPUmem",)),
     (parse_pipe_table, (b"",)),
