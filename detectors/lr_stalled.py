@@ -43,6 +43,8 @@ NEAR_ZERO_LR = 1e-8
 #: or below this share of the configured peak at every log: the warmup never got anywhere
 WARMUP_SHARE_TINY = 0.01
 MIN_LOGS = 5
+#: with a warmup as long as the run, a logged LR that never exceeds this trained nothing worth the name
+TINY_LOGGED_LR = 1e-6
 #: a warmup still rising at every log and still below this LR at the end never reached a useful LR (fine-tuning
 #: peaks are >= ~5e-7 even for DPO/GRPO; a rising LR that ends below 1e-7 trained nothing)
 WARMUP_NEVER_ENDS_MAX = 1e-7
@@ -54,6 +56,10 @@ SKIPPED_SHARE = 0.5
 
 def detect(run: Run) -> Iterable[Finding]:
     lr = points(run, "learning_rate")
+    covers = _warmup_covers_run(run)
+    if covers is not None:
+        yield _warmup_finding(run, lr, covers)
+        return
     if len(lr) < MIN_LOGS or not lr.finite.all():
         return
     peak_cfg = num(run.config.get("learning_rate"))
@@ -109,6 +115,39 @@ def detect(run: Run) -> Iterable[Finding]:
         remedies=["Make the warmup a small share of the run (warmup_ratio 0.03-0.1, or warmup_steps << max_steps).",
                   "In a custom loop, call scheduler.step() after optimizer.step() and check the LR of the first steps."],
         basis="direct" if why is not None else "inferred", symptom="lr_near_zero",
+    )
+
+
+def _warmup_covers_run(run: Run) -> Evidence | None:
+    """The configuration itself: a warmup as long as the run (``warmup_steps >= max_steps``; detectron2's
+    WARMUP_ITERS = MAX_ITER) never reaches the peak LR, whatever the logs show."""
+    warm = num(run.config.get("warmup_steps"))
+    max_steps = num(run.config.get("max_steps"))
+    if warm and max_steps and 0 < max_steps <= warm:
+        return config_evidence(run, "warmup_steps", f"warmup_steps = {int(warm)} >= max_steps = {int(max_steps)}: the "
+                               "warmup lasts the whole run, the LR never reaches its peak")
+    return None
+
+
+def _warmup_finding(run: Run, lr, covers: Evidence) -> Finding:
+    evidence = [covers]
+    fin = lr.finite_only() if len(lr) else lr
+    tiny = bool(len(fin)) and float(np.max(fin.values)) < TINY_LOGGED_LR
+    if len(fin):
+        evidence.append(fin[-1].evidence(f"learning_rate {fmt(fin[0].value)} (step {fin[0].step}) -> {fmt(fin[-1].value)} "
+                                         f"(step {fin[-1].step})" + (": never above ~0" if tiny else "")))
+    loss = points(run, "loss").finite_only()
+    if len(loss) >= 2:
+        evidence.append(loss[-1].evidence(f"loss {fmt(loss[0].value)} -> {fmt(loss[-1].value)}"))
+    severe = tiny or not len(fin)
+    return Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error" if severe else "warning",
+        confidence=0.75 if tiny else (0.6 if severe else 0.45),
+        title="The warmup lasts the whole run: the learning rate never reaches its peak",
+        message="; ".join(e.detail for e in evidence) + ".",
+        first_step=fin[0].step if len(fin) else None, evidence=evidence, basis="direct", symptom="lr_near_zero",
+        remedies=["Make the warmup a small share of the run (warmup_ratio 0.03-0.1, or warmup_steps/WARMUP_ITERS << "
+                  "max_steps/MAX_ITER)."],
     )
 
 

@@ -24,6 +24,7 @@ Remedies:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from autopsy.model import Finding, Run
@@ -41,7 +42,8 @@ from detectors._common import (
 CODE = "DATA001"
 SLUG = "nan-in-data"
 ROOT_CAUSE = "nan_in_data"
-NEEDS = ("scalars",)
+NEEDS = ("scalars", "events")
+NEEDS_ANY = True
 
 #: last loss before the NaN within 1.5x of its recent median = no divergence
 CALM_LOSS = 1.5
@@ -55,7 +57,15 @@ PERSISTENT_CALM_CONFIDENCE = 0.55
 RECENT = 8
 
 
+#: numpy's floating-point warnings: an invalid value (NaN) or a division by zero (Inf) computed somewhere
+NUMPY_FP_WARNING = re.compile(r"RuntimeWarning: (invalid value|divide by zero|overflow) encountered in (\w+)")
+#: ... in a source file of the input pipeline (the ``path.py:LINE:`` warnings.warn prefix): data, not optimisation
+DATA_SOURCE = re.compile(r"(?i)(?:^|[/\\\s])((?:[\w.-]*/)*[\w.-]*(?:data|loader|transform|augment|preprocess|collat|"
+                         r"label|annotation|voc|coco|feature|sampler)[\w.-]*\.py):(\d+):")
+
+
 def detect(run: Run) -> Iterable[Finding]:
+    yield from _data_pipeline_warnings(run)
     onset = nonfinite_onset(run)
     if onset is None or onset.step is None or onset.metric == "eval_loss":
         return  # an eval-only NaN with finite training is DATA002's (eval batches without supervised tokens)
@@ -105,5 +115,37 @@ def detect(run: Run) -> Iterable[Finding]:
         first_step=onset.step, evidence=evidence, basis="direct" if named else "inferred", symptom="nonfinite_loss",
         remedies=[(f"Dump the batches of step(s) {steps_txt or onset.step} and check inputs and labels with torch.isfinite; "
                   "count unmasked label tokens per sample (0 gives NaN means)."),
+                  "Filter NaN/Inf/empty samples at data preparation; skip non-finite batches in the loop and log their indices."],
+    )
+
+
+def _data_pipeline_warnings(run: Run) -> Iterable[Finding]:
+    """numpy warns that the input pipeline computed NaN/Inf (``data.py:40: RuntimeWarning: invalid value encountered in
+    sqrt``: a negative box width, a log of 0): the data carries non-finite values into the loss."""
+    hits = []
+    for e in run.events:
+        m = NUMPY_FP_WARNING.search(e.message)
+        src = DATA_SOURCE.search(e.message) if m else None
+        if m and src:
+            hits.append((e, m, src))
+    if not hits:
+        return
+    e0, m0, s0 = hits[0]
+    onset = nonfinite_onset(run)
+    evidence = [event_evidence(e, f"{src[1]}:{src[2]} computed {m[1]} in {m[2]}: non-finite values made by the input "
+                                  "pipeline") for e, m, src in hits[:3]]
+    if onset is not None:
+        evidence.append(onset.evidence)
+    yield Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.75 if onset is not None else 0.6,
+        title=f"The input pipeline computes NaN/Inf ({m0[1]} in {m0[2]}, {s0[1].rsplit('/', 1)[-1]}:{s0[2]})",
+        message=(f"numpy warned {sum(e.count for e, _, _ in hits)} time(s) that data code produced non-finite values "
+                 f"(first: {m0[1]} encountered in {m0[2]} at {s0[1]}:{s0[2]})"
+                 + (f"; the training went non-finite at step {onset.step}" if onset is not None else "")
+                 + ". A sqrt or log of a negative or zero input usually means a malformed sample (an annotation with "
+                   "xmin > xmax, an empty box, a zero-length feature)."),
+        first_step=e0.step, evidence=evidence, basis="direct", symptom="nonfinite_loss",
+        remedies=[f"Validate the inputs of {s0[1].rsplit('/', 1)[-1]}:{s0[2]} (assert finite, non-negative widths/heights) "
+                  "and drop or fix the samples that fail; run with np.seterr(invalid='raise') to stop on the first one.",
                   "Filter NaN/Inf/empty samples at data preparation; skip non-finite batches in the loop and log their indices."],
     )

@@ -249,3 +249,34 @@ def test_an_exploded_loss_in_one_line_is_named(tmp_path: Path):
                        "0.0047, loss_cls: 2326544033.5461, acc: 84.1525, loss_bbox: 135189261.4936, loss: "
                        "2461733416.8998, grad_norm: 1170372919273.4768\n")
     assert _verdict(a) == ("failed", "lr_too_high")
+
+
+def test_warmup_as_long_as_the_run_is_a_stalled_schedule(tmp_path: Path):
+    # https://github.com/facebookresearch/d2go/issues/19 (detectron2 CommonMetricPrinter lines; config cells of the notebook)
+    log = "".join(f"[03/15 07:45:41 d2.utils.events]:  eta: 0:01:18  iter: {i}  total_loss: {l}  loss_cls: 0.7482  "
+                  f"time: 0.2877  data_time: 0.0751  lr: {lr}  max_mem: 824M\n"
+                  for i, l, lr in ((19, "1.511", "2.3417e-07"), (39, "1.378", "2.175e-07"), (59, "1.466", "2.0083e-07")))
+    a = _run(tmp_path, log, "cfg.SOLVER.MAX_ITER = 300\ncfg.SOLVER.WARMUP_ITERS = 300\n")
+    assert a.run.config.get("max_steps") == 300 and a.run.config.get("warmup_steps") == 300
+    assert _verdict(a) == ("failed", "lr_schedule_stalled")
+
+
+def test_a_short_warmup_is_not_flagged(tmp_path: Path):
+    log = "".join(f"[03/15 07:45:41 d2.utils.events]:  eta: 0:01:18  iter: {i}  total_loss: {l}  lr: {lr}  max_mem: 824M\n"
+                  for i, l, lr in ((19, "1.511", "0.00025"), (39, "1.378", "0.00025"), (59, "1.266", "0.00025")))
+    a = _run(tmp_path, log, "cfg.SOLVER.MAX_ITER = 300\ncfg.SOLVER.WARMUP_ITERS = 30\n")
+    assert a.diagnosis.verdict.status == "healthy"
+
+
+def test_numpy_warning_in_data_code_names_the_data(tmp_path: Path):
+    # https://github.com/thtrieu/darkflow/issues/151 (an annotation with xmin > xmax; sqrt of a negative width)
+    a = _run(tmp_path, "Parsing cfg/yolo-2c.cfg\nBuilding net ...\n"
+                       "/home/ubuntu/darkflow/net/yolov2/data.py:40: RuntimeWarning: invalid value encountered in sqrt\n"
+                       "obj[3] = np.sqrt(obj[3])\n"
+                       "/home/ubuntu/darkflow/net/yolov2/data.py:41: RuntimeWarning: invalid value encountered in sqrt\n")
+    assert _verdict(a) == ("failed", "nan_in_data")
+
+
+def test_numpy_warning_in_model_code_is_not_the_data(tmp_path: Path):
+    a = _run(tmp_path, "/home/u/proj/model/attention.py:88: RuntimeWarning: overflow encountered in exp\n")
+    assert not [f for f in a.diagnosis.findings if f.code == "DATA001"]

@@ -43,7 +43,14 @@ KEYMAP: dict[str, str] = {
     "max_new_tokens": "max_new_tokens", "num_generations": "num_generations",
     "rlhf_type": "trainer.type", "adv_estimator": "trainer.type",
     "precision": "precision", "mixed_precision": "precision",
+    # schedule lengths under other trainers' names: detectron2 SOLVER.WARMUP_ITERS/MAX_ITER, mmcv warmup_iters/
+    # max_iters, Megatron --lr-warmup-iters/--train-iters (dashes read as underscores)
+    "max_steps": "max_steps", "max_iter": "max_steps", "max_iters": "max_steps", "train_iters": "max_steps",
+    "warmup_iters": "warmup_steps", "lr_warmup_iters": "warmup_steps", "lr_warmup_steps": "warmup_steps",
 }
+#: keys read from the last part of a dotted assignment (``cfg.SOLVER.MAX_ITER = 300``)
+_DOTTED_OK = {"max_iter", "max_iters", "warmup_iters", "base_lr", "warmup_steps", "max_steps", "learning_rate", "fp16",
+              "bf16", "precision"}
 #: keys that read as CLI flags alone (``--bf16`` means True)
 _BOOL_FLAGS = {"fp16", "bf16", "gradient_checkpointing", "packing", "padding_free"}
 #: DeepSpeed JSON paths (inside a pasted ds_config) -> canonical key
@@ -135,7 +142,10 @@ class FactScanner:
             if key == "r" and in_lora:
                 canon = "lora.r"
             else:
-                canon = KEYMAP.get(key) or (KEYMAP.get(key.split(".")[-1]) if m[1] else None)
+                last = key.split(".")[-1]
+                canon = KEYMAP.get(key) or (KEYMAP.get(last) if m[1] or last in _DOTTED_OK else None)
+                if canon is None and last == "base_lr" and "." in key:
+                    canon = "learning_rate"
             if canon is None:
                 continue
             ok, value = parse_value(m[4])
