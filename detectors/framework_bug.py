@@ -102,9 +102,9 @@ def finding(m) -> Finding:  # noqa: ANN001 - autopsy.known_issues.Match
         severity = e.candidate_severity or ("error" if m.specific else "warning")
         basis = "inferred"
         confidence = CONF_CANDIDATE_EVENT if m.specific else CONF_CANDIDATE_SHAPE
-        title = f"{e.id} (check versions): {e.summary}"
-        message = (f"Matches known bug {e.id}: {seen}. Check the installed "
-                   f"{', '.join(check) or 'versions'}" + (f" and that {', '.join(unknown)}" if unknown else "")
+        title = f"{e.id} ({'check versions' if check or not unknown else 'check the setup'}): {e.summary}"
+        todo = [f"the installed {', '.join(check)}" if check else "", f"that {', '.join(unknown)}" if unknown else ""]
+        message = (f"Matches known bug {e.id}: {seen}. Check " + (" and ".join(t for t in todo if t) or "the versions")
                    + f": fixed in {e.fixed_in}.")
     else:
         severity, basis, confidence = "info", "inferred", CONF_INFO

@@ -280,3 +280,15 @@ def test_numpy_warning_in_data_code_names_the_data(tmp_path: Path):
 def test_numpy_warning_in_model_code_is_not_the_data(tmp_path: Path):
     a = _run(tmp_path, "/home/u/proj/model/attention.py:88: RuntimeWarning: overflow encountered in exp\n")
     assert not [f for f in a.diagnosis.findings if f.code == "DATA001"]
+
+
+def test_known_bug_shape_on_an_affected_version_is_a_candidate_to_check(tmp_path: Path):
+    # https://github.com/hiyouga/LlamaFactory/issues/5627 (system-info block; ZeRO stage and overlap_comm not given)
+    log = ("{'loss': 1.4596, 'grad_norm': nan, 'learning_rate': 4.552255167404752e-06, 'epoch': 0.66}\n"
+           + "{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 4.549912997495027e-06, 'epoch': 0.66}\n" * 3)
+    a = _run(tmp_path, log, "- `llamafactory` version: 0.9.1.dev0\n- Transformers version: 4.45.0.dev0\n"
+                            "- DeepSpeed version: 0.14.0\n")
+    fw = [f for f in a.diagnosis.findings if f.code == "FW001"]
+    assert [f.title.split(" ")[0] for f in fw] == ["KI-DEEPSPEED-001"]  # not the Gemma-2 entry: the model is unknown
+    assert fw[0].severity == "warning" and "zero_stage" in fw[0].message
+    assert a.diagnosis.verdict.status == "inconclusive"  # the shape alone does not make it the cause

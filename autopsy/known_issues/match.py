@@ -5,7 +5,8 @@ Three grades (the issue's contract):
 * ``direct``: a version of an affected package is known and in range, and the signature (an event
   regex or a metric shape) is in the run. The bug is named with its fix.
 * ``candidate``: the signature and the entry's conditions hold but the versions are unknown; the
-  finding says which versions to check.
+  finding says which versions to check. Also: a curve-shape signature on an affected version whose
+  required setup is not recorded (a warning that names the setup to check).
 
 A signature that is only a curve shape (NaN after healthy steps...) counts, at either grade, only when
 the entry's required conditions are known and met - otherwise every NaN run on a recent stack would
@@ -274,6 +275,11 @@ def match_entry(run: Run, entry: Entry, shape_cache: dict[str, ShapeHit | None] 
     attributable = bool(events) or bool(entry.conditions and not required_unknown)
     if signature and attributable:
         m.level = "direct" if in_range else "candidate"
+    elif signature and ranged and silent and not any(c.fact in ("model", "framework", "metrics") for c in required_unknown):
+        # the bug's curve shape on an affected version, its setup (ZeRO stage, kernel...) not recorded: worth naming
+        # as a candidate to check, never as the cause (the same shape has other causes). Not when the unknown is the
+        # model family or the trainer: that would name every model's bug on every NaN run
+        m.level = "candidate"
     elif ranged and silent and not signature and not required_unknown:
         m.level = "info"
     else:
