@@ -62,12 +62,28 @@ def _is_tune_trial(d: Path) -> bool:
     return (d / TUNE_PARAMS).is_file() and ((d / TUNE_RESULT).is_file() or (d / TUNE_PROGRESS).is_file())
 
 
+#: suffixes whose files classify() tells apart by reading their head (a log, a metrics table, a JSON lines file)
+SNIFFED_SUFFIXES = frozenset({".log", ".txt", ".out", ".err", ".stdout", ".stderr", ".jsonl", ".csv", ".tsv", ".md"})
+
+
+def _sniff_cost(e: os.DirEntry) -> int:
+    """0 for a folder, 1 for a file that classify() names without reading it (trainer_state.json, tfevents,
+    weights), 2 for one it must read (train.log): reading the head of every log costs ~1 ms a run in expand()."""
+    try:
+        if e.is_dir():
+            return 0
+    except OSError:
+        return 2
+    suffix = os.path.splitext(e.name)[1].lower()
+    return 2 if not suffix or suffix in SNIFFED_SUFFIXES else 1
+
+
 def _looks_like_run(d: Path) -> bool:
     try:
         entries = list(os.scandir(d))
     except OSError:
         return True  # let the analysis say why it cannot be read
-    for e in entries:
+    for e in sorted(entries, key=_sniff_cost):  # any one entry decides: the cheap ones first
         try:
             if e.is_file() and classify(Path(e.path), 0) in RUN_KINDS:
                 return True
@@ -247,6 +263,23 @@ def _in_flight(marks: str) -> set[str]:
     return out
 
 
+def warm() -> None:
+    """Import and build once, in the parent before it forks, what every run's analysis needs: the pipeline,
+    the readers, the detectors, the known-issues base (30 YAML files parsed) and the compiled report template.
+    Forked workers then start with all of it in shared pages instead of each building its own copy on its
+    first runs (work that 2 workers would do twice and 1 worker once)."""
+    from autopsy import api  # noqa: F401 - analyze_one's imports
+    from autopsy.ingest import readers
+    from autopsy.known_issues.schema import load_entries
+    from autopsy.render import html, view  # noqa: F401
+
+    readers()
+    import detectors  # noqa: F401
+
+    load_entries()
+    html.environment().get_template(html.TEMPLATE)
+
+
 def run_local(specs: list[RunSpec], workers: int, reports_dir: str | None, on_row: Progress) -> list[dict[str, Any]]:
     """Worker processes (fork: they inherit the imported pipeline), ``concurrent.futures`` style.
 
@@ -254,15 +287,11 @@ def run_local(specs: list[RunSpec], workers: int, reports_dir: str | None, on_ro
     suspects and are retried each in a pool of its own, so only the run that kills its worker again gets an
     error row; the runs not yet started go on in a fresh pool, untouched.
     """
+    import gc
     import multiprocessing as mp
     import tempfile
 
-    from autopsy import pipeline  # noqa: F401 - imported before the fork, so workers start warm
-    from autopsy.ingest import readers
-
-    readers()
-    import detectors  # noqa: F401
-
+    warm()
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
     rows: list[dict[str, Any]] = []
 
@@ -271,39 +300,45 @@ def run_local(specs: list[RunSpec], workers: int, reports_dir: str | None, on_ro
         on_row(row)
 
     pending = list(specs)
-    with tempfile.TemporaryDirectory(prefix="autopsy-sweep-") as marks:
-        while pending:
-            suspects: list[RunSpec] = []
-            unfinished: list[RunSpec] = []
-            with ProcessPoolExecutor(max_workers=max(1, workers), mp_context=ctx) as pool:
-                futs = {pool.submit(_task, s.path, reports_dir, s.params, marks): s for s in pending}
-                for fut in as_completed(futs):
-                    spec = futs[fut]
-                    try:
-                        done(fut.result())
-                    except BrokenProcessPool:
-                        unfinished.append(spec)
-                    except Exception as exc:  # noqa: BLE001
-                        done(_error_row(spec, f"worker error: {type(exc).__name__}: {exc}"[:500]))
-            if unfinished:
-                flying = _in_flight(marks)
-                suspects = [s for s in unfinished if s.path in flying]
-                pending = [s for s in unfinished if s.path not in flying]
-                for name in os.listdir(marks):
-                    os.unlink(os.path.join(marks, name))
-                if not suspects:  # should not happen; never loop forever
-                    suspects, pending = pending, []
-            else:
-                pending = []
-            for spec in suspects:  # each alone: a second death is the run's own doing
-                with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
-                    try:
-                        done(pool.submit(_task, spec.path, reports_dir, spec.params, marks).result())
-                    except BrokenProcessPool:
-                        done(_error_row(spec, "the worker process died while analysing this run (twice: once "
-                                              "in the pool, once alone); it is the run's own doing"))
-                    except Exception as exc:  # noqa: BLE001
-                        done(_error_row(spec, f"worker error: {type(exc).__name__}: {exc}"[:500]))
+    # what warm() built goes to GC's permanent generation: the workers' collections never walk it, so they do
+    # not write to (and copy) the pages they share with the parent; undone after the sweep
+    gc.freeze()
+    try:
+        with tempfile.TemporaryDirectory(prefix="autopsy-sweep-") as marks:
+            while pending:
+                suspects: list[RunSpec] = []
+                unfinished: list[RunSpec] = []
+                with ProcessPoolExecutor(max_workers=max(1, workers), mp_context=ctx) as pool:
+                    futs = {pool.submit(_task, s.path, reports_dir, s.params, marks): s for s in pending}
+                    for fut in as_completed(futs):
+                        spec = futs[fut]
+                        try:
+                            done(fut.result())
+                        except BrokenProcessPool:
+                            unfinished.append(spec)
+                        except Exception as exc:  # noqa: BLE001
+                            done(_error_row(spec, f"worker error: {type(exc).__name__}: {exc}"[:500]))
+                if unfinished:
+                    flying = _in_flight(marks)
+                    suspects = [s for s in unfinished if s.path in flying]
+                    pending = [s for s in unfinished if s.path not in flying]
+                    for name in os.listdir(marks):
+                        os.unlink(os.path.join(marks, name))
+                    if not suspects:  # should not happen; never loop forever
+                        suspects, pending = pending, []
+                else:
+                    pending = []
+                for spec in suspects:  # each alone: a second death is the run's own doing
+                    with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+                        try:
+                            done(pool.submit(_task, spec.path, reports_dir, spec.params, marks).result())
+                        except BrokenProcessPool:
+                            done(_error_row(spec, "the worker process died while analysing this run (twice: once "
+                                                  "in the pool, once alone); it is the run's own doing"))
+                        except Exception as exc:  # noqa: BLE001
+                            done(_error_row(spec, f"worker error: {type(exc).__name__}: {exc}"[:500]))
+    finally:
+        gc.unfreeze()
     return rows
 
 

@@ -9,6 +9,7 @@ any request (``default-src 'none'``; inline styles and data: images only), chart
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 from typing import Any
 
@@ -30,7 +31,10 @@ def _load(name: str) -> str | None:
         return None
 
 
+@functools.lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
+    """One environment per process: jinja2 caches compiled templates per environment, and compiling
+    report.html.j2 costs ~60 ms, several times the analysis of a small run (a sweep renders one per run)."""
     env = jinja2.Environment(loader=jinja2.FunctionLoader(_load), autoescape=True,
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.Undefined)
     env.filters["num"] = lambda v: charts.fmt(float(v)) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
