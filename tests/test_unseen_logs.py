@@ -292,3 +292,21 @@ def test_known_bug_shape_on_an_affected_version_is_a_candidate_to_check(tmp_path
     assert [f.title.split(" ")[0] for f in fw] == ["KI-DEEPSPEED-001"]  # not the Gemma-2 entry: the model is unknown
     assert fw[0].severity == "warning" and "zero_stage" in fw[0].message
     assert a.diagnosis.verdict.status == "inconclusive"  # the shape alone does not make it the cause
+
+
+def test_imagenet_progress_meter_lines_are_read(tmp_path: Path):
+    # https://github.com/zhangy0822/USER/issues/8 (MoCo-style loop; a contrastive loss is negative by construction)
+    a = _run(tmp_path, "2024-08-27 16:18:16,449 Epoch: [0][199/1133]    Eit 200  lr 0.0005  Le_moco -0.7086 (-0.6772)  "
+                       "Le -7.4980 (-7.1140)  Loss -8.2066 (-7.7912)     Time 5.422 (0.000)      Data 0.065 (0.000)\n"
+                       "2024-08-27 16:43:12,104 Epoch: [0][399/1133]    Eit 400  lr 0.0005  Le_moco -0.7247 (-0.6984)  "
+                       "Le -7.5738 (-7.3367)  Loss -8.2985 (-8.0350)     Time 5.876 (0.000)      Data 0.074 (0.000)\n")
+    assert _series(a, "loss") == [-8.2066, -8.2985] and _series(a, "Le_moco") == [-0.7086, -0.7247]
+    assert not _series(a, "Time")
+    assert a.diagnosis.verdict.status == "healthy"
+
+
+def test_scheduler_verbose_lines_give_the_lr(tmp_path: Path):
+    # https://github.com/pytorch/pytorch/issues/65417 (OneCycleLR with verbose=True)
+    a = _run(tmp_path, "".join(f"Adjusting learning rate of group 0 to {v}.\n"
+                               for v in ("4.0001e-03", "4.0004e-03", "4.0009e-03", "4.0017e-03")))
+    assert _series(a, "learning_rate") == [4.0001e-03, 4.0004e-03, 4.0009e-03, 4.0017e-03]

@@ -125,8 +125,66 @@ def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector
     st.inferred = True
 
 
+# -- pytorch/examples ImageNet ProgressMeter (MoCo, SimCLR, SwAV and their descendants) ---------------
+
+#: ``Epoch: [0][ 199/1133]\tTime  5.422 ( 0.000)\t...\tLoss -8.2066e+00 (-7.7912e+00)\tAcc@1  12.50 ( 10.94)``:
+#: ``ProgressMeter.display`` prints the prefix, then each ``AverageMeter`` as ``name val (avg)``
+_PROGRESS = re.compile(rb"Epoch: \[(\d+)\]\[\s*(\d+)/(\d+)\]([^\r\n]{0,4000})")
+_METER = re.compile(rb"(?<![\w@.-])([A-Za-z][\w@.-]{0,40})\s+(" + NUM + rb")\s+\(\s*(" + NUM + rb")\s*\)")
+_METER_SKIP = {"time", "data", "eta"}
+
+
+def parse_progress_meter(text: bytes, first_line: int, st: StepState, out: Collector,
+                         steps: StepMarks, used: Used) -> None:
+    """The current value of each meter at step ``epoch * batches + batch`` (the average is the epoch's so far)."""
+    if b"Epoch: [" not in text:
+        return
+    lines = Lines(text, first_line)
+    for m in _PROGRESS.finditer(text):
+        ls = line_start(text, m.start())
+        if used.covers(ls, m.end()):
+            continue
+        pairs = [(k.decode(), float(v)) for k, v, _avg in _METER.findall(m[4]) if k.decode().lower() not in _METER_SKIP]
+        if not any("loss" in k.lower() for k, _ in pairs):
+            continue
+        step = int(m[1]) * int(m[3]) + int(m[2])
+        line = lines.at(m.start())
+        for k, v in pairs:
+            out.add(step, k, v, line)
+            if k.lower() == "loss":
+                out.metric_override[k] = "loss"
+        steps.append((ls, step))
+        st.last_step = step
+        used.add(ls)
+
+
+# -- torch.optim.lr_scheduler verbose=True --------------------------------------------------------
+
+#: ``Adjusting learning rate of group 0 to 4.0001e-03.`` (torch < 2.2 ``print_lr``; per scheduler.step())
+_SCHED = re.compile(rb"Adjusting learning rate of group (\d+) to (" + NUM + rb")")
+
+
+def parse_scheduler_verbose(text: bytes, first_line: int, st: StepState, out: Collector,
+                            steps: StepMarks, used: Used) -> None:
+    """Group 0's LR at each scheduler step, numbered in order (the scheduler's own count)."""
+    if b"Adjusting learning rate" not in text:
+        return
+    lines = Lines(text, first_line)
+    n = getattr(st, "sched_steps", 0)
+    for m in _SCHED.finditer(text):
+        if m[1] != b"0":
+            continue
+        out.add(n, "lr", float(m[2]), lines.at(m.start()))
+        out.metric_override["lr"] = "learning_rate"
+        used.add(line_start(text, m.start()))
+        n += 1
+    st.sched_steps = n  # type: ignore[attr-defined]
+
+
 #: (parser, letters a chunk needs first), run after every other line parser
 LOOSE_PARSERS = (
     (parse_hf_metrics_block, (b"metrics",)),
+    (parse_progress_meter, (b"Epoch",)),
+    (parse_scheduler_verbose, (b"Adjustinglearningrate",)),
     (parse_loose_loss, (b"oss", b"OSS")),
 )
