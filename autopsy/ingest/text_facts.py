@@ -68,11 +68,14 @@ _CLI_SPACE = re.compile(r"(?:^|\s)--([A-Za-z_][\w.]*)(?:\s+(?!--)" + _VALUE + r"
 _BARE_SPACE = re.compile(r"(?:^|\s)([a-z]+_[a-z_]+)\s+(\d+(?:\.\d+)?(?:e-?\d+)?|True|False|true|false)(?=\s|$|,)")
 _JSON_KEY = re.compile(r'^\s*"([\w.]+)"\s*:\s*(\{|"[^"]*"|[\w.+\-]+)')
 _DS_INFO = re.compile(r"(?i)DeepSpeed info: version=(\d[\w.+\-]*)")
+#: the model a pasted ``AutoModel...from_pretrained("org/name", ...)`` loads (a hub id: one slash)
+_FROM_PRETRAINED = re.compile(r"(?:Model\w*|Pipeline|AutoPeftModel\w*)\.from_pretrained\(\s*[\"']([\w.\-]+/[\w.\-]+)[\"']")
+_HUB_ID_LINE = re.compile(r"\s*[\"']([\w.\-]+/[\w.\-]+)[\"']\s*[,)]?\s*$")
 #: a TRL trainer or config class in pasted code (``GRPOTrainer(``, ``DPOConfig(``): the kind of training
 _TRAINER_CLASS = re.compile(r"\b(GRPO|PPO|RLOO|DPO|OnlineDPO|KTO|ORPO|CPO|SFT|Reward|GKD|Nash|XPO|BCO)(?:Trainer|Config)\s*\(")
 #: a model named in an environment block or a launch line ("- Model: `google/gemma-4-E4B-it`", "--model Qwen/Qwen3-8B")
 _MODEL = re.compile(r"(?i)(?:^|[\s(])(?:[-*]\s*)?(?:model(?:_name_or_path|_id)?\s*[:=]|--model(?:_id|_name_or_path)?[\s=])"
-                    r"\s*`?((?:\.{0,2}/)?[A-Za-z0-9][\w.\-]*(?:/[\w.\-]+)*)`?")
+                    r"\s*`?((?:\.{0,2}/)?[A-Za-z0-9][\w.\-]*(?:/[\w.\-]+)*)`?(?![\w.(\-/])")
 _GPU = re.compile(
     r"\b((?:NVIDIA|Tesla|GeForce|Quadro)(?:\s+(?:Tesla|GeForce|RTX|Quadro))?\s+(?:RTX\s)?[A-Z]{1,4}\s?\d{1,4}[\w-]*"
     r"|(?:A100|A800|H100|H800|H200|H20|V100|P100|A6000|L40S?|B200|GB200)(?:-[\w-]+)?)")
@@ -116,6 +119,7 @@ class FactScanner:
     def __init__(self, emit: Callable[[str, Any, int, str], None]) -> None:
         self.emit = emit
         self.lora_line: int | None = None
+        self.pretrained_line: int | None = None  # a from_pretrained( whose model id is on the next line
         self.json_path: list[str] = []
         #: versions, CUDA, GPUs (pip/conda lists, env reports, nvidia-smi): autopsy/ingest/env_facts.py
         self.env = EnvScanner(emit)
@@ -132,6 +136,17 @@ class FactScanner:
                 self.emit("gpu.name", m[1].strip(), no, "gpu")
         for m in _MODEL.finditer(text):
             self.emit("model.name_or_path", m[1], no, "model")
+        if "from_pretrained" in text:
+            found = False
+            for m in _FROM_PRETRAINED.finditer(text):
+                self.emit("model.name_or_path", m[1], no, "from_pretrained")
+                found = True
+            self.pretrained_line = None if found else no
+        elif self.pretrained_line is not None and no - self.pretrained_line <= 2:
+            m = _HUB_ID_LINE.match(text)
+            if m is not None:
+                self.emit("model.name_or_path", m[1], no, "from_pretrained")
+                self.pretrained_line = None
         if "Trainer" in text or "Config" in text:
             for m in _TRAINER_CLASS.finditer(text):
                 self.emit("trainer.type", m[1].lower(), no, m[0].rstrip("( "))

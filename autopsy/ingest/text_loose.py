@@ -181,9 +181,63 @@ def parse_scheduler_verbose(text: bytes, first_line: int, st: StepState, out: Co
     st.sched_steps = n  # type: ignore[attr-defined]
 
 
+# -- metrics dicts pretty-printed over several lines (pprint, json.dumps(indent=...), a tidied paste) ----
+
+_ML_OPEN = re.compile(rb"(?m)^[ \t]*\{[ \t]*\r?\n")
+_ML_ROW = re.compile(rb"[ \t]*['\"]([^'\"\r\n]{1,120})['\"][ \t]*:[ \t]*(" + NUM + rb"|'" + NUM + rb"'|\"" + NUM + rb"\")"
+                     rb"[ \t]*,?[ \t]*\r?\n")
+_ML_CLOSE = re.compile(rb"[ \t]*\}")
+_ML_OTHER = re.compile(rb"[ \t]*['\"][^'\"\r\n]{1,120}['\"][ \t]*:[^\r\n]{0,400}\r?\n")
+#: keys of a record that are not metrics
+_ML_SKIP = {"epoch", "step", "global_step", "current_steps", "total_steps"}
+
+
+def parse_multiline_dicts(text: bytes, first_line: int, st: StepState, out: Collector,
+                          steps: StepMarks, used: Used) -> None:
+    """``{`` alone on a line, then ``'key': value,`` lines: one record, numbered after the last step seen (or at its
+    ``step``). A record cut short (a paste that ends mid-dict) keeps the rows printed before the cut."""
+    if b"{" not in text:
+        return
+    lines = Lines(text, first_line)
+    for m in _ML_OPEN.finditer(text):
+        if used.covers(m.start(), m.end()):
+            continue
+        pos, rows, step = m.end(), [], None
+        while True:
+            r = _ML_ROW.match(text, pos)
+            if r is not None:
+                key = r[1].decode("utf-8", "replace")
+                val = float(r[2].strip(b"'\""))
+                if key in ("step", "global_step", "current_steps"):
+                    step = int(val) if val == val and abs(val) < 2 ** 62 else None
+                elif key not in _ML_SKIP:
+                    rows.append((key, val, r.start()))
+                pos = r.end()
+                continue
+            o = _ML_OTHER.match(text, pos)
+            if o is None:
+                break
+            pos = o.end()
+        if rows and not _ML_CLOSE.match(text, pos):
+            rows.pop()  # no closing brace: the paste was cut, and its last value may be cut with it
+        if not any("loss" in k.lower() or k == "grad_norm" for k, _, _ in rows):
+            continue
+        if step is None:
+            step = (st.last_step if st.last_step is not None else 0) + 1
+            st.inferred = True
+        for key, val, at in rows:
+            out.add(step, key, val, lines.at(at))
+        steps.append((m.start(), step))
+        st.last_step = step
+        used.add(m.start())
+        for _, _, at in rows:
+            used.add(at)
+
+
 #: (parser, letters a chunk needs first), run after every other line parser
 LOOSE_PARSERS = (
     (parse_hf_metrics_block, (b"metrics",)),
+    (parse_multiline_dicts, (b"",)),
     (parse_progress_meter, (b"Epoch",)),
     (parse_scheduler_verbose, (b"Adjustinglearningrate",)),
     (parse_loose_loss, (b"oss", b"OSS")),

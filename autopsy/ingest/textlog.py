@@ -41,7 +41,8 @@ from autopsy.metrics import canonical
 
 KIND = "text_log"
 #: a line can hold a config fact only if it has one of these (skips tqdm/metric noise cheaply)
-_FACT_HINT = re.compile(rb"=|: |--|NVIDIA|Tesla|GeForce|Quadro|version|\d\.\d")  # \d.\d: pip/conda list rows
+#: \d.\d: pip/conda list rows; a quoted "org/name" alone: the model id of a from_pretrained( on the line before
+_FACT_HINT = re.compile(rb"=|: |--|NVIDIA|Tesla|GeForce|Quadro|version|\d\.\d|^[ \t]*[\"'][\w.-]+/[\w.-]+[\"']", re.M)
 #: how far back (characters) an event looks for the tqdm bar it was printed after
 BAR_LOOKBACK = 4096
 
