@@ -151,15 +151,10 @@ def _read_zip(found: Found, builder: RunBuilder, src: str, tmp: Path) -> None:
             if info.flag_bits & 0x1:
                 skipped.append(f"{name} (encrypted)")
                 continue
-            if classify(Path(name), info.file_size) in ("safetensors", "torch") or \
-                    PurePosixPath(name).name.startswith("."):
+            plan = _plan(name, info.file_size, total, tmp / str(n), skipped)
+            if plan is None:
                 continue
-            if total >= MAX_ARCHIVE_BYTES:
-                skipped.append(f"{name} (the archive's {MAX_ARCHIVE_BYTES >> 20} MiB budget was used up)")
-                continue
-            dest = tmp / str(n) / _safe(name)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            cap = min(MAX_MEMBER_BYTES, MAX_ARCHIVE_BYTES - total)
+            dest, cap = plan
             try:
                 with zf.open(info) as fin, open(dest, "wb") as fout:
                     written, capped = _copy(fin, fout, cap)
@@ -178,6 +173,19 @@ def _read_zip(found: Found, builder: RunBuilder, src: str, tmp: Path) -> None:
 
 #: what a damaged or cut tar/bz2/xz stream raises, whichever layer notices first
 _STREAM_ERRORS = (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError, ValueError)
+
+
+def _plan(name: str, size: int, total: int, where: Path, skipped: list[str]) -> tuple[Path, int] | None:
+    """Where a zip/tar member goes and how many bytes it may take; None for a member not unpacked
+    (weights, hidden files: silently; past the archive's budget: named in ``skipped``)."""
+    if classify(Path(name), size) in ("safetensors", "torch") or PurePosixPath(name).name.startswith("."):
+        return None
+    if total >= MAX_ARCHIVE_BYTES:
+        skipped.append(f"{name} (the archive's {MAX_ARCHIVE_BYTES >> 20} MiB budget was used up)")
+        return None
+    dest = where / _safe(name)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    return dest, min(MAX_MEMBER_BYTES, MAX_ARCHIVE_BYTES - total)
 
 
 def _tar_refusal(info: tarfile.TarInfo) -> str | None:
@@ -237,14 +245,10 @@ def _read_tar(found: Found, builder: RunBuilder, src: str, tmp: Path) -> None:
             if why is not None:
                 skipped.append(f"{name} ({why})")
                 continue
-            if classify(Path(name), info.size) in ("safetensors", "torch") or PurePosixPath(name).name.startswith("."):
+            plan = _plan(name, info.size, total, tmp / str(looked), skipped)
+            if plan is None:
                 continue
-            if total >= MAX_ARCHIVE_BYTES:
-                skipped.append(f"{name} (the archive's {MAX_ARCHIVE_BYTES >> 20} MiB budget was used up)")
-                continue
-            dest = tmp / str(looked) / _safe(name)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            cap = min(MAX_MEMBER_BYTES, MAX_ARCHIVE_BYTES - total)
+            dest, cap = plan
             alias = f"{src}/{name}"
             cut: str | None = None
             with open(dest, "wb") as fout:
