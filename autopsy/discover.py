@@ -94,8 +94,10 @@ def classify(path: Path, size: int) -> str:
         return "safetensors"
     if name in IGNORED_NAMES:
         return "ignored"
-    if low.endswith((".gz", ".zip")) and not low.endswith((".tar.gz", ".tgz")):
-        return "archive"  # read through autopsy.ingest.archives (bounded unpacking)
+    if low == "error.json" and path.parent.name.isdigit() and path.parent.parent.name.startswith("attempt_"):
+        return "elastic_error"  # torchrun --log-dir: attempt_<N>/<local_rank>/error.json (autopsy.ingest.ranks)
+    if low.endswith(ARCHIVE_SUFFIXES):
+        return "archive"  # read through autopsy.ingest.archives (bounded, streamed unpacking)
     hinted = _NAME_HINTS.get(low) or (_SUFFIX_HINTS.get(path.suffix.lower()) if path.suffix else "text_log")
     if hinted is not None:
         return _by_content(path, hinted)
@@ -105,7 +107,7 @@ def classify(path: Path, size: int) -> str:
     if suffix in (".yaml", ".yml"):
         return "yaml_config"
     if suffix in (".png", ".jpg", ".jpeg", ".gif", ".svg", ".pdf", ".html", ".npy", ".npz", ".parquet",
-                  ".arrow", ".msgpack", ".h5", ".onnx", ".gguf", ".zip", ".tar", ".gz", ".pkl"):
+                  ".arrow", ".msgpack", ".h5", ".onnx", ".gguf", ".pkl"):
         return "ignored"
     if suffix in TEXT_LOG_EXT or low in ("debug.log", "running_log.txt", "stdout", "stderr", "nohup.out"):
         return "text_log"
@@ -122,6 +124,17 @@ _SUFFIX_HINTS = {**{ext: "text_log" for ext in TEXT_LOG_EXT}, ".jsonl": "jsonl",
                  ".tsv": "metrics_csv", ".md": "text_log", ".json": "json_config"}
 
 
+#: names read through autopsy.ingest.archives (.tar.gz and .tar.bz2 end in .gz and .bz2)
+ARCHIVE_SUFFIXES = (".gz", ".zip", ".tar", ".tgz", ".tbz", ".tbz2", ".txz", ".bz2", ".xz")
+_BZ2_HEAD = re.compile(rb"BZh[1-9]1AY&SY")
+
+
+def looks_archived(head: bytes) -> bool:
+    """gzip, zip, bzip2 or xz magic at the start, or a tar header (``ustar`` at byte 257)."""
+    return (head.startswith((b"\x1f\x8b", b"PK\x03\x04", b"\xfd7zXZ\x00")) or bool(_BZ2_HEAD.match(head))
+            or head[257:262] == b"ustar")
+
+
 def _by_content(path: Path, hinted: str) -> str:
     """The kind the head of the file shows; the hint when the head cannot be read. A file with no
     training content in its head (a README, a dataset dump) keeps the old rule: a log only when it
@@ -134,8 +147,8 @@ def _by_content(path: Path, hinted: str) -> str:
             complete = len(head) < SNIFF_BYTES or not fh.read(1)
     except OSError:
         return hinted  # the reader reports the unreadable file
-    if head.startswith((b"\x1f\x8b", b"PK\x03\x04")):
-        return "archive"  # a gzip/zip under a log's name (or none): stdin, a renamed attachment
+    if looks_archived(head):
+        return "archive"  # a gzip/bz2/xz/zip/tar under a log's name (or none): stdin, a renamed attachment
     kind = sniff_text(head, complete)
     if hinted == "json_config":  # DeepSpeed config, other json: the config reader decides, unless it is a log
         return kind if kind in ("trainer_state", "llamafactory_jsonl", "swift_jsonl") else hinted

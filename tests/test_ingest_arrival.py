@@ -3,11 +3,16 @@ things users hit (help text, progress bars glued to messages, Markdown escaping)
 
 from __future__ import annotations
 
+import bz2
+import csv
 import gzip
 import io
 import json
+import lzma
 import math
 import re
+import shutil
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -143,6 +148,112 @@ def test_damaged_gz_reads_what_came_before_the_cut(tmp_path: Path):
     assert len(series(run, "loss")) > 10
 
 
+def _add(tf: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tf.addfile(info, io.BytesIO(data))
+
+
+STEP_LOG = b"".join(b"step %d | loss %.4f\n" % (i, 2.0 / i) for i in range(1, 41))
+
+
+@pytest.mark.parametrize("name,mode", [("logs.tar", "w"), ("logs.tar.gz", "w:gz"), ("logs.tgz", "w:gz"),
+                                       ("logs.tar.bz2", "w:bz2"), ("logs.tar.xz", "w:xz"),
+                                       ("bundle", "w:gz")])  # no extension: the content decides
+def test_tar_archives_are_read_transparently(tmp_path: Path, name: str, mode: str):
+    with tarfile.open(tmp_path / name, mode) as tf:
+        _add(tf, "run/trainer_log.jsonl", LF_RECORDS.encode())
+        _add(tf, "run/train.log", STEP_LOG)
+        tf.add(tmp_path, arcname="run/subdir", recursive=False)  # a directory entry: passed over silently
+    run, _ = read_run(tmp_path, with_checkpoints=False)
+    read = {a.path: a.kind for a in run.artifacts if a.status in ("read", "partial")}
+    assert read == {name: "archive", f"{name}/run/trainer_log.jsonl": "llamafactory_jsonl",
+                    f"{name}/run/train.log": "text_log"}
+    assert next(a for a in run.artifacts if a.path == name).status == "read"
+    assert len(series(run, "loss")) == 40  # the 30 LLaMA-Factory steps and the 40 text steps, by step
+    assert series(run, "loss")[-1] == (40, 0.05)
+
+
+def test_tar_links_devices_and_escaping_names_are_skipped_and_named(tmp_path: Path):
+    with tarfile.open(tmp_path / "logs.tar.gz", "w:gz") as tf:
+        _add(tf, "train.log", STEP_LOG)
+        link = tarfile.TarInfo("passwd.log")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tf.addfile(link)
+        hard = tarfile.TarInfo("again.log")
+        hard.type, hard.linkname = tarfile.LNKTYPE, "train.log"
+        tf.addfile(hard)
+        dev = tarfile.TarInfo("dev/null.log")
+        dev.type = tarfile.CHRTYPE
+        tf.addfile(dev)
+        _add(tf, "../../escape.log", b"step 1 | loss 9.0\n")
+        _add(tf, "/abs/root.log", b"step 1 | loss 9.0\n")
+        _add(tf, "inner.tar.gz", gzip.compress(b"x"))
+    run, _ = read_run(tmp_path, with_checkpoints=False)
+    arch = next(a for a in run.artifacts if a.path == "logs.tar.gz")
+    assert arch.status == "partial" and arch.problem.startswith("6 member(s) not read")
+    for what in ("passwd.log (a symbolic link to '/etc/passwd'", "again.log (a hard link", "dev/null.log (a device file)",
+                 "../../escape.log (an absolute or '..' name", "/abs/root.log (an absolute or '..' name"):
+        assert what in arch.problem
+    assert [a.path for a in run.artifacts if a.path.startswith("logs.tar.gz/")] == ["logs.tar.gz/train.log"]
+    assert series(run, "loss")[0] == (1, 2.0)  # not the 9.0 of the refused members
+    assert not (tmp_path.parent / "escape.log").exists() and not (tmp_path / "escape.log").exists()
+
+
+def test_truncated_tar_keeps_the_members_before_the_cut(tmp_path: Path):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        _add(tf, "a/train.log", STEP_LOG)
+        _add(tf, "b/noise.bin", bytes(range(256)) * 4000)  # incompressible-ish: the cut falls inside it
+        _add(tf, "c/late.log", STEP_LOG)
+    data = buf.getvalue()
+    (tmp_path / "logs.tar.gz").write_bytes(data[: len(data) * 2 // 3])
+    (tmp_path / "other.log").write_text("step 1 | grad_norm 1.5\nstep 2 | grad_norm 1.6\n")
+    run, _ = read_run(tmp_path, with_checkpoints=False)
+    arch = next(a for a in run.artifacts if a.path == "logs.tar.gz")
+    assert arch.status == "partial" and "tar archive is damaged or cut" in arch.problem
+    assert "members before the damage were read" in arch.problem
+    assert series(run, "loss")[-1] == (40, 0.05)  # a/train.log came before the cut
+    assert not any(a.path == "logs.tar.gz/c/late.log" for a in run.artifacts)
+    assert series(run, "grad_norm") == [(1, 1.5), (2, 1.6)]  # the rest of the run is still read
+
+
+def test_garbage_named_tar_is_a_clear_problem(tmp_path: Path):
+    (tmp_path / "logs.tar").write_bytes(b"this is not a tar file at all\n" * 30)
+    (tmp_path / "train.log").write_bytes(STEP_LOG)
+    run, _ = read_run(tmp_path, with_checkpoints=False)
+    arch = next(a for a in run.artifacts if a.path == "logs.tar")
+    assert arch.status == "ignored" and "not gzip, bzip2, xz, zip or tar data" in arch.problem
+    assert len(series(run, "loss")) == 40
+
+
+@pytest.mark.parametrize("ext,compress", [(".bz2", bz2.compress), (".xz", lzma.compress)])
+def test_bz2_and_xz_logs_are_read_and_a_cut_one_keeps_its_head(tmp_path: Path, ext: str, compress):
+    data = compress(STEP_LOG)
+    (tmp_path / f"train.log{ext}").write_bytes(data)
+    run, _ = read_run(tmp_path, with_checkpoints=False)
+    assert series(run, "loss")[:2] == [(1, 2.0), (2, 1.0)]
+    assert next(a for a in run.artifacts if a.path == f"train.log{ext}").status == "read"
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    big = compress(b"".join(b"step %d | loss %f\n" % (i, 1 / i) for i in range(1, 200_000)))
+    (cut / f"train.log{ext}").write_bytes(big[: len(big) // 2])
+    run, _ = read_run(cut, with_checkpoints=False)
+    art = next(a for a in run.artifacts if a.path == f"train.log{ext}")
+    assert art.status == "partial" and "damaged or cut" in art.problem
+    assert 10 < len(series(run, "loss")) < 199_999
+
+
+def test_tar_bomb_stops_at_the_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(archives, "MAX_MEMBER_BYTES", 64 * 1024)
+    with tarfile.open(tmp_path / "bomb.tar.xz", "w:xz") as tf:
+        _add(tf, "train.log", b"{'loss': 1.0, 'epoch': 0.1}\n" * 200_000)
+    run, _ = read_run(tmp_path, with_checkpoints=False)
+    member = next(a for a in run.artifacts if a.path == "bomb.tar.xz/train.log")
+    assert member.status == "partial" and "only the first" in member.problem
+    assert 0 < len(series(run, "loss")) < 200_000
+
+
 # -- ranks -------------------------------------------------------------------------------------
 
 def test_rank_tagged_lines_keep_their_rank(tmp_path: Path):
@@ -171,6 +282,81 @@ def test_per_rank_files(tmp_path: Path):
     alone.mkdir()
     (alone / "rank3.log").write_text("step 1 | loss 2.0\n")  # the only log: it is the series
     assert series(read_run(alone, with_checkpoints=False)[0], "loss") == [(1, 2.0)]
+
+
+TORCHRUN = Path(__file__).parent / "fixtures" / "torchrun_logdir"  # made by torchrun itself: see SOURCES.md
+
+
+def test_torchrun_log_dir_keeps_each_workers_rank(tmp_path: Path):
+    """``torchrun --log-dir logs --redirects 3 --tee 3``: attempt_0/<local_rank>/{stdout,stderr}.log and the
+    failing worker's error.json (written by ``@record``); rank 1 went NaN at step 3 and raised."""
+    shutil.copytree(TORCHRUN / "logs", tmp_path / "logs")
+    run, _ = read_run(tmp_path, with_checkpoints=False)
+    assert series(run, "loss") == [(1, 1.9), (2, 1.8), (3, 1.7), (4, 1.6), (5, 1.5)]
+    got = series(run, "loss@rank1")
+    assert got[:2] == [(1, 1.9), (2, 1.8)] and all(math.isnan(v) for _, v in got[2:]) and len(got) == 5
+    err = next(a for a in run.artifacts if a.path.endswith("attempt_0/1/error.json"))
+    assert err.kind == "elastic_error" and err.status == "read"
+    tbs = [e for e in run.events if e.kind == "traceback"]
+    assert {e.rank for e in tbs} == {1} and len(tbs) == 2  # stderr.log and error.json
+    assert all("loss is nan on rank 1 at step 5" in e.message for e in tbs)
+
+
+@pytest.mark.parametrize("console", ["console.txt", "console_trainer.txt"])  # [default1]: and [trainer1]: prefixes
+def test_torchrun_tee_console_keeps_the_rank(tmp_path: Path, console: str):
+    shutil.copy(TORCHRUN / console, tmp_path / "train.log")
+    run, _ = read_run(tmp_path, with_checkpoints=False)
+    assert series(run, "loss")[-1] == (5, 1.5)
+    assert math.isnan(series(run, "loss@rank1")[-1][1])
+    tbs = [e for e in run.events if e.kind == "traceback"]
+    assert [e.rank for e in tbs] == [1, None]  # the worker's traceback, then the launcher's own ChildFailedError
+    assert "loss is nan on rank 1 at step 5" in tbs[0].message and "ChildFailedError" in tbs[1].message
+
+
+def test_rank_directories_and_rank_fields_in_structured_files(tmp_path: Path):
+    for r in (0, 3):
+        d = tmp_path / f"rank_{r}"
+        d.mkdir()
+        with open(d / "metrics.jsonl", "w") as fh:
+            for s in range(1, 4):
+                fh.write(json.dumps({"step": s, "loss": math.nan if (r == 3 and s == 3) else 2.0 - s / 10}) + "\n")
+    run, _ = read_run(tmp_path, with_checkpoints=False)
+    assert series(run, "loss") == [(1, 1.9), (2, 1.8), (3, 1.7)]
+    got = series(run, "loss@rank3")
+    assert got[:2] == [(1, 1.9), (2, 1.8)] and math.isnan(got[2][1])
+
+    one = tmp_path / "one_file"
+    one.mkdir()
+    with open(one / "log.jsonl", "w") as fh:  # a trainer that logs every rank into one file, with a rank field
+        for s in range(1, 4):
+            for r in (0, 1):
+                fh.write(json.dumps({"step": s, "rank": r, "loss": 2.0 - s / 10 + (5.0 * s if r == 1 else 0)}) + "\n")
+    run, _ = read_run(one, with_checkpoints=False)
+    assert series(run, "loss") == [(1, 1.9), (2, 1.8), (3, 1.7)]
+    assert series(run, "loss@rank1") == [(1, 6.9), (2, 11.8), (3, 16.7)]
+    assert not run.has_metric("rank")  # the rank field names the writer, it is not a metric
+
+    table = tmp_path / "table"
+    table.mkdir()
+    with open(table / "metrics.csv.txt", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["step", "rank", "loss", "grad_norm"])
+        for s in range(1, 4):
+            w.writerow([s, 0, 2.0 - s / 10, 1.0])
+            w.writerow([s, 2, "nan" if s == 3 else 2.0 - s / 10, "inf" if s == 3 else 1.0])
+    run, _ = read_run(table, with_checkpoints=False)
+    assert series(run, "loss") == [(1, 1.9), (2, 1.8), (3, 1.7)] and series(run, "grad_norm")[-1] == (3, 1.0)
+    assert math.isnan(series(run, "loss@rank2")[-1][1]) and series(run, "grad_norm@rank2")[-1] == (3, math.inf)
+
+
+def test_worker_directories_of_text_logs(tmp_path: Path):
+    for r in (0, 1):
+        (tmp_path / f"worker{r}").mkdir()
+        (tmp_path / f"worker{r}" / "train.log").write_text(
+            "step 1 | loss 2.0\nstep 2 | loss " + ("1.9" if r == 0 else "nan") + "\n")
+    run, _ = read_run(tmp_path, with_checkpoints=False)
+    assert series(run, "loss") == [(1, 2.0), (2, 1.9)]
+    assert math.isnan(series(run, "loss@rank1")[-1][1])
 
 
 # -- small things ------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ READER_MODULES = ("autopsy.ingest.structured", "autopsy.ingest.textlog", "autops
                   "autopsy.ingest.mlflow_store", "autopsy.ingest.wandb_run",
                   "autopsy.ingest.columns", "autopsy.ingest.archives",
                   "autopsy.ingest.flight_record",
-                  "autopsy.ingest.raytune")
+                  "autopsy.ingest.raytune", "autopsy.ingest.ranks")
 
 
 def readers(broken: dict[str, str] | None = None) -> dict[str, Reader]:

@@ -1,24 +1,33 @@
-"""Reader for compressed logs and attachments: ``train.log.gz``, ``logs.zip`` (a GitHub issue
-attachment), read as if their members lay in the run directory.
+"""Reader for compressed logs and attachments: ``train.log.gz``, ``train.log.bz2``, ``train.log.xz``,
+``logs.zip``, ``logs.tar``, ``logs.tar.gz``/``.tgz``, ``logs.tar.bz2``, ``logs.tar.xz`` (a GitHub issue
+attachment, a cluster's log bundle), read as if their members lay in the run directory.
 
-Members are unpacked into a private temporary directory, classified like any other file
-(:func:`autopsy.discover.classify`, content first) and handed to their kind's reader; the report
+Nothing is extracted with an archive library's own extract functions: each member's bytes are
+streamed out (``ZipFile.open``, ``TarFile.extractfile`` in stream mode, incremental gzip/bz2/xz
+decompressors) into a private temporary directory under a sanitised name, classified like any other
+file (:func:`autopsy.discover.classify`, content first) and handed to their kind's reader; the report
 names them ``logs.zip/rank0.log`` (``builder.aliases``). Untrusted input, so everything is bounded:
-bytes written per member and per archive (a zip bomb stops at the cap, with a message), member
-count, and no nesting (an archive inside an archive is named, not opened). Member names never
-become paths outside the temporary directory. Checkpoints inside archives are not unpacked.
+bytes written per member and per archive (a bomb stops at the cap, with a message), member count, no
+nesting (an archive inside an archive is named, not opened), and only regular files: tar symlinks,
+hardlinks, devices and FIFOs, and tar members with absolute or ``..`` names, are skipped and named.
+A cut or damaged archive keeps the members read before the damage and says where it broke.
+Checkpoints inside archives are not unpacked.
 """
 
 from __future__ import annotations
 
+import bz2
+import lzma
 import re
 import shutil
+import tarfile
 import tempfile
 import zipfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
-from autopsy.discover import Found, classify
+from autopsy.discover import Found, classify, looks_archived
 from autopsy.ingest.base import RunBuilder
 
 KIND = "archive"
@@ -26,64 +35,94 @@ KIND = "archive"
 MAX_MEMBER_BYTES = 1 << 30
 #: decompressed bytes written per archive in all: a zip bomb stops here
 MAX_ARCHIVE_BYTES = 2 << 30
-#: members looked at per zip (an attachment of logs has a handful; more is a dataset)
+#: members looked at per zip or tar (an attachment of logs has a handful; more is a dataset)
 MAX_MEMBERS = 2000
+#: bytes of tar members passed over in all (a tar is read in one pass: skipping a 50 GB checkpoint
+#: bundle still decompresses it); past this the rest of the archive is not looked at
+MAX_SCAN_BYTES = 8 << 30
 _COPY_BLOCK = 1 << 20
-_ARCHIVE_NAME = re.compile(r"\.(?:zip|gz|tgz|tar|bz2|xz|7z|rar|zst)$", re.IGNORECASE)
+_ARCHIVE_NAME = re.compile(r"\.(?:zip|gz|tgz|tbz2?|txz|tar|bz2|xz|7z|rar|zst)$", re.IGNORECASE)
+#: magic bytes -> compression of a single-stream file (a tar inside is recognised after decompressing)
+GZIP_MAGIC, BZ2_MAGIC, XZ_MAGIC, ZIP_MAGIC = b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"PK\x03\x04"
+_TAR_MAGIC_AT = 257  # "ustar" in a POSIX/GNU tar header
 #: member kinds not unpacked (weights: too big to copy, and the checkpoint stage reads files in place)
 _NOT_UNPACKED = {"safetensors", "torch", "training_args_bin", "ignored"}
 
 
-def is_archive(head: bytes) -> bool:
-    """gzip or zip magic at the start of a file."""
-    return head.startswith(b"\x1f\x8b") or head.startswith(b"PK\x03\x04")
+def _is_tar_header(head: bytes) -> bool:
+    return head[_TAR_MAGIC_AT:_TAR_MAGIC_AT + 5] == b"ustar"
+
+
+#: compression name -> (magic, fresh incremental decompressor); gzip has its own loop (multi-member, zlib API)
+_STREAMS: dict[str, tuple[bytes, Callable[[], object]]] = {
+    "bzip2": (BZ2_MAGIC, bz2.BZ2Decompressor),
+    "xz": (XZ_MAGIC, lzma.LZMADecompressor),
+}
 
 
 def read_archive(found: Found, builder: RunBuilder) -> None:
     src = builder.rel(found.path)
     try:
         with open(found.path, "rb") as fh:
-            magic = fh.read(4)
+            head = fh.read(512)
     except OSError as exc:
         builder.problem(src, KIND, f"cannot open: {exc.strerror or exc}")
         return
     tmp = Path(tempfile.mkdtemp(prefix="autopsy-unpack-"))
+    if not looks_archived(head):
+        builder.problem(src, KIND, "named like an archive but not gzip, bzip2, xz, zip or tar data (7z, rar and "
+                        "zstd are not read): unpack it and point autopsy at the files", "ignored")
+        return
     try:
-        if magic.startswith(b"\x1f\x8b"):
-            _read_gzip(found, builder, src, tmp)
-        elif magic.startswith(b"PK"):
+        if head.startswith(ZIP_MAGIC):
             _read_zip(found, builder, src, tmp)
+        elif _is_tar_header(head) or (head.startswith((GZIP_MAGIC, BZ2_MAGIC, XZ_MAGIC)) and _compressed_tar(found.path)):
+            _read_tar(found, builder, src, tmp)
         else:
-            builder.problem(src, KIND, "named like an archive but not gzip or zip data (tar, bz2, xz, 7z and rar are "
-                            "not read): unpack it and point autopsy at the files", "ignored")
+            _read_stream(found, builder, src, tmp, head)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _compressed_tar(path: Path) -> bool:
+    """A compressed file whose first decompressed block is a tar header (``.tar.gz`` under any name)."""
+    try:
+        with tarfile.open(path, "r|*") as tf:
+            return tf.next() is not None
+    except (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError, ValueError):
+        return False
+
+
 def _member_name(archive_name: str) -> str:
-    name = archive_name[:-3] if archive_name.lower().endswith(".gz") else archive_name
-    if name.lower().endswith(".tgz"):
-        name = name[:-4] + ".tar"
-    return name or "member"
+    low = archive_name.lower()
+    for ext in (".gz", ".bz2", ".xz"):
+        if low.endswith(ext):
+            return archive_name[:-len(ext)] or "member"
+    return archive_name or "member"
 
 
-def _read_gzip(found: Found, builder: RunBuilder, src: str, tmp: Path) -> None:
+def _read_stream(found: Found, builder: RunBuilder, src: str, tmp: Path, head: bytes) -> None:
+    """One compressed file (``train.log.gz``, ``.bz2``, ``.xz``): the decompressed bytes are the log."""
     inner = _member_name(found.path.name)
     if _ARCHIVE_NAME.search(inner):
         builder.problem(src, KIND, f"holds another archive ({inner}): nested archives are not opened; unpack it "
                         "and point autopsy at the files", "ignored")
         return
+    name = "gzip" if head.startswith(GZIP_MAGIC) else next(n for n, (m, _) in _STREAMS.items() if head.startswith(m))
     dest = tmp / "0" / _safe(inner)
     dest.parent.mkdir(parents=True)
     try:
         with open(found.path, "rb") as fin, open(dest, "wb") as fout:
-            capped, damage = _gunzip(fin, fout, MAX_MEMBER_BYTES)
+            if name == "gzip":
+                capped, damage = _gunzip(fin, fout, MAX_MEMBER_BYTES)
+            else:
+                capped, damage = _decompress(fin, fout, MAX_MEMBER_BYTES, _STREAMS[name][1])
     except OSError as exc:
         builder.problem(src, KIND, f"cannot read: {exc.strerror or exc}")
         return
     if damage:
-        # a truncated .gz still yields what came before the cut
-        builder.problem(src, KIND, f"gzip data is damaged or cut ({damage}); what came before the damage was read",
+        # a truncated stream still yields what came before the cut
+        builder.problem(src, KIND, f"{name} data is damaged or cut ({damage}); what came before the damage was read",
                         "partial")
     if capped:
         builder.problem(src, KIND, f"decompresses to more than {MAX_MEMBER_BYTES >> 20} MiB: only the first "
@@ -112,15 +151,10 @@ def _read_zip(found: Found, builder: RunBuilder, src: str, tmp: Path) -> None:
             if info.flag_bits & 0x1:
                 skipped.append(f"{name} (encrypted)")
                 continue
-            if classify(Path(name), info.file_size) in ("safetensors", "torch") or \
-                    PurePosixPath(name).name.startswith("."):
+            plan = _plan(name, info.file_size, total, tmp / str(n), skipped)
+            if plan is None:
                 continue
-            if total >= MAX_ARCHIVE_BYTES:
-                skipped.append(f"{name} (the archive's {MAX_ARCHIVE_BYTES >> 20} MiB budget was used up)")
-                continue
-            dest = tmp / str(n) / _safe(name)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            cap = min(MAX_MEMBER_BYTES, MAX_ARCHIVE_BYTES - total)
+            dest, cap = plan
             try:
                 with zf.open(info) as fin, open(dest, "wb") as fout:
                     written, capped = _copy(fin, fout, cap)
@@ -135,6 +169,148 @@ def _read_zip(found: Found, builder: RunBuilder, src: str, tmp: Path) -> None:
             _dispatch(builder, dest, alias, src)
     if skipped:
         builder.problem(src, KIND, f"{len(skipped)} member(s) not read: " + "; ".join(skipped[:5])[:600], "partial")
+
+
+#: what a damaged or cut tar/bz2/xz stream raises, whichever layer notices first
+_STREAM_ERRORS = (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError, ValueError)
+
+
+def _plan(name: str, size: int, total: int, where: Path, skipped: list[str]) -> tuple[Path, int] | None:
+    """Where a zip/tar member goes and how many bytes it may take; None for a member not unpacked
+    (weights, hidden files: silently; past the archive's budget: named in ``skipped``)."""
+    if classify(Path(name), size) in ("safetensors", "torch") or PurePosixPath(name).name.startswith("."):
+        return None
+    if total >= MAX_ARCHIVE_BYTES:
+        skipped.append(f"{name} (the archive's {MAX_ARCHIVE_BYTES >> 20} MiB budget was used up)")
+        return None
+    dest = where / _safe(name)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    return dest, min(MAX_MEMBER_BYTES, MAX_ARCHIVE_BYTES - total)
+
+
+def _tar_refusal(info: tarfile.TarInfo) -> str | None:
+    """Why a tar member is not read (None for a regular file with a relative name inside the archive)."""
+    if info.issym():
+        return f"a symbolic link to {info.linkname!r}: links are not followed"
+    if info.islnk():
+        return f"a hard link to {info.linkname!r}: links are not followed"
+    if info.ischr() or info.isblk():
+        return "a device file"
+    if info.isfifo():
+        return "a FIFO"
+    if not info.isreg():
+        return "not a regular file"
+    name = info.name.replace("\\", "/")
+    if name.startswith("/") or re.match(r"[A-Za-z]:", name) or ".." in PurePosixPath(name).parts:
+        return "an absolute or '..' name pointing outside the archive"
+    return None
+
+
+def _read_tar(found: Found, builder: RunBuilder, src: str, tmp: Path) -> None:
+    """A tar, plain or compressed (gzip, bzip2, xz), read in stream mode: one pass, member by member."""
+    try:
+        tf = tarfile.open(found.path, "r|*")
+    except _STREAM_ERRORS as exc:
+        builder.problem(src, KIND, f"not a readable tar archive ({type(exc).__name__}: {exc}); re-download or "
+                        "re-create it")
+        return
+    total = looked = scanned = 0
+    skipped: list[str] = []
+    damage: str | None = None
+    with tf:
+        while True:
+            try:
+                info = tf.next()
+            except _STREAM_ERRORS as exc:
+                damage = f"after {looked} member(s): {type(exc).__name__}: {exc}"
+                break
+            if info is None:
+                break
+            if info.isdir():
+                continue
+            looked += 1
+            scanned += info.size
+            if scanned > MAX_SCAN_BYTES:
+                builder.problem(src, KIND, f"members past the first {MAX_SCAN_BYTES >> 30} GiB of the archive were "
+                                "not looked at", "partial")
+                break
+            if looked > MAX_MEMBERS:
+                builder.problem(src, KIND, f"more than {MAX_MEMBERS} members: only the first {MAX_MEMBERS} were "
+                                "looked at", "partial")
+                break
+            name = info.name
+            why = _tar_refusal(info)
+            if why is None and _ARCHIVE_NAME.search(name):
+                why = "an archive inside the archive: not opened"
+            if why is not None:
+                skipped.append(f"{name} ({why})")
+                continue
+            plan = _plan(name, info.size, total, tmp / str(looked), skipped)
+            if plan is None:
+                continue
+            dest, cap = plan
+            alias = f"{src}/{name}"
+            cut: str | None = None
+            with open(dest, "wb") as fout:
+                try:
+                    fin = tf.extractfile(info)
+                    written, capped = _copy(fin, fout, cap) if fin is not None else (0, False)
+                except _STREAM_ERRORS as exc:
+                    cut = f"{type(exc).__name__}: {exc}"
+                    written, capped = fout.tell(), False
+            total += written
+            if capped:
+                builder.problem(alias, KIND, f"unpacks to more than {cap >> 20} MiB (an archive bomb?): only the "
+                                f"first {cap >> 20} MiB were read", "partial")
+            if cut is not None:
+                damage = f"in member {name} ({cut})"
+                if written:
+                    _dispatch(builder, dest, alias, src)
+                    builder.problem(alias, KIND, f"the archive is cut inside this member ({cut}); the first {written} "
+                                    "bytes were read", "partial")
+                break
+            _dispatch(builder, dest, alias, src)
+    if damage:
+        builder.problem(src, KIND, f"tar archive is damaged or cut {damage}; the members before the damage were read",
+                        "partial")
+    if skipped:
+        builder.problem(src, KIND, f"{len(skipped)} member(s) not read: " + "; ".join(skipped[:5])[:600], "partial")
+
+
+def _decompress(fin, fout, cap: int, new: Callable[[], object]) -> tuple[bool, str | None]:  # noqa: ANN001
+    """bzip2/xz counterpart of :func:`_gunzip` (concatenated streams included): (capped, damage or None)."""
+    d = new()
+    written = 0
+    fed = False
+    while True:
+        raw = fin.read(_COPY_BLOCK)
+        if not raw:
+            break
+        data = raw
+        while True:
+            try:
+                out = d.decompress(data, cap - written + 1)  # type: ignore[attr-defined]
+            except (OSError, EOFError, lzma.LZMAError, ValueError) as exc:
+                return False, f"{type(exc).__name__}: {exc}"
+            fed = True
+            if written + len(out) > cap:
+                fout.write(out[:cap - written])
+                return True, None
+            fout.write(out)
+            written += len(out)
+            if d.eof:  # type: ignore[attr-defined]
+                rest = d.unused_data  # type: ignore[attr-defined]
+                d, fed = new(), False
+                if not rest.strip(b"\x00"):
+                    break
+                data = rest
+                continue
+            if d.needs_input:  # type: ignore[attr-defined]
+                break
+            data = b""
+    if fed and not d.eof:  # type: ignore[attr-defined]
+        return False, "the stream ends before its end marker"
+    return False, None
 
 
 def _gunzip(fin, fout, cap: int) -> tuple[bool, str | None]:  # noqa: ANN001 - binary file objects

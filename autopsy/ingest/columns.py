@@ -18,6 +18,7 @@ import pandas as pd
 from autopsy.discover import Found
 from autopsy.ingest.base import RunBuilder
 from autopsy.ingest.jsonsafe import decode_text, iter_lines
+from autopsy.ingest.ranks import RANK_FIELDS, rank_suffix, record_rank
 from autopsy.ingest.structured import Columns, integer_steps, lightning_metric
 from autopsy.sniff import is_number
 
@@ -87,7 +88,7 @@ def read_metrics_csv(found: Found, builder: RunBuilder) -> None:
         builder.problem(src, KIND, "empty file: no header row and no data")
         return
     if rows:
-        _frame(rows, lines, header, c, builder, src)
+        _frame(rows, lines, header, c, builder, src, rank_suffix(found.path))
     else:
         builder.problem(src, KIND, "a header but no rows of numbers", "partial")
     c.report(builder, src, KIND, "")
@@ -99,11 +100,21 @@ def _metric(name: str) -> str:
 
 
 def _frame(rows: list[list[str]], lines: list[int], header: list[str], c: Columns, builder: RunBuilder,
-           src: str) -> None:
+           src: str, suffix: str = "") -> None:
+    """One long frame of the table's metric columns; ``suffix`` (``@rank3``) names a non-primary rank's
+    file, and a ``rank`` column sends each row's points to its rank's series."""
     df = pd.DataFrame(rows, columns=range(len(header)))
     line = pd.Series(lines, dtype="int64")
     lower = [h.lower() for h in header]
     step_col = next((lower.index(s) for s in STEP_COLUMNS if s in lower), None)
+    rank_col = next((lower.index(s) for s in RANK_FIELDS if s in lower), None)
+    row_suffix = None
+    if rank_col is not None:
+        ranks = df[rank_col].map(lambda v: record_rank(v.strip()))
+        seen = {r for r in ranks if r is not None}
+        if len(seen) > 1:
+            primary = min(seen)
+            row_suffix = ranks.map(lambda r: "" if r is None or r == primary else f"@rank{r}")
     exact = step_col is not None
     if exact:
         step, ok = integer_steps(df[step_col], line, c)
@@ -113,7 +124,7 @@ def _frame(rows: list[list[str]], lines: list[int], header: list[str], c: Column
     parts = []
     seen: set[str] = set()
     for i, name in enumerate(header):
-        if i == step_col or not name or name in seen:
+        if i in (step_col, rank_col) or not name or name in seen:
             continue
         seen.add(name)
         cell = df[i]
@@ -132,9 +143,11 @@ def _frame(rows: list[list[str]], lines: list[int], header: list[str], c: Column
             c.first_skip.setdefault(why, f"line {int(line[junk].iloc[0])} column {name!r}")
         keep = present & ~junk
         if keep.any():
+            metric = _metric(name) + suffix
             parts.append(pd.DataFrame({"step": step[keep].to_numpy(), "key": name,
-                                       "value": num[keep].to_numpy(dtype="float64"),
-                                       "line": line[keep].to_numpy(), "metric": _metric(name)}))
+                                       "value": num[keep].to_numpy(dtype="float64"), "line": line[keep].to_numpy(),
+                                       "metric": (metric + row_suffix[keep]).to_numpy(dtype=object)
+                                       if row_suffix is not None else metric}))
     if parts:
         frame = pd.concat(parts, ignore_index=True)
         frame["line"] = frame["line"].astype("Int64")

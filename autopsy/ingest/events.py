@@ -315,6 +315,9 @@ def exception_line(text: str) -> tuple[str, str] | None:
     return m[1], (m[2] or "").strip()
 
 
+_RANK_PREFIX = re.compile(r"^\s*\[(?:rank|RANK|Rank|default|trainer)[ _]?\d{1,5}(?:\|\d{1,5})?\]:\s?")
+
+
 class TracebackTracker:
     """Collects ``Traceback (most recent call last):`` blocks and bare ``XError: msg`` lines.
 
@@ -337,7 +340,7 @@ class TracebackTracker:
 
     def feed(self, line_no: int, text: str) -> tuple[int, str, dict[str, Any]] | None:
         """Feed one line; returns (line, message, data) when a traceback event is complete."""
-        body = re.sub(r"^\s*\[rank\d+\]:\s?", "", text)
+        body = _RANK_PREFIX.sub("", text)  # torchrun's [rank3]: / [default3]: / [trainer3|3]: tee prefixes
         if _TB_HEAD.search(body):
             self.open, self.start_line, self.n, self.frame, self.lines = True, line_no, 0, None, [body.strip()]
             return None

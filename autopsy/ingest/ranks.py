@@ -1,11 +1,15 @@
 """Which rank printed a line: multi-rank logs keep their rank so a disagreeing rank is visible.
 
 Distributed launchers tag lines (``[rank3]:`` from torchrun's ``--tee``/``local_ranks_filter``,
-``[default3]:`` from torchrun's log prefix, ``[RANK 3]`` / ``[Rank 3]`` from DeepSpeed and trainers'
-own loggers) or write one file per rank (``rank3.log``, ``log_rank_3.txt``). Events get
-``Event.rank``. Scalars keep one series per metric for the primary rank (rank 0, or the lowest seen);
-another rank's points go to ``<metric>@rank<N>`` (``loss@rank3``): detectors read the primary series
-as before, and the report shows the other ranks' series beside it, where a disagreement is visible.
+``[default3]:``/``[trainer3]:`` from torchrun's ``[${role_name}${local_rank}]:`` log prefix,
+``[RANK 3]`` / ``[Rank 3]`` from DeepSpeed and trainers' own loggers) or write one file per rank:
+``rank3.log``, ``log_rank_3.txt``, a directory per rank (``rank_3/``, ``rank3/``, ``worker_3/``), or
+torchrun's ``--log-dir`` layout ``<run_id>/attempt_<N>/<local_rank>/{stdout.log,stderr.log,error.json}``
+(torch/distributed/elastic/multiprocessing/api.py). Structured records may carry the rank in a field
+(``{"step": 10, "rank": 3, "loss": NaN}``, a ``rank`` CSV column). Events get ``Event.rank``. Scalars
+keep one series per metric for the primary rank (rank 0, or the lowest seen); another rank's points
+go to ``<metric>@rank<N>`` (``loss@rank3``): detectors read the primary series as before, and the
+report shows the other ranks' series beside it, where a disagreement is visible.
 """
 
 from __future__ import annotations
@@ -17,30 +21,79 @@ import numpy as np
 import pandas as pd
 
 #: a rank tag at the start of a line (after optional spaces)
-_LINE_RANK = re.compile(rb"(?m)^[ \t]*\[(?:rank|RANK|Rank|default)[ _]?(\d{1,5})\]:?")
+#: (torchrun's role prefix ``[trainer3]:`` and ``[trainer3|3]:`` (role+local rank, then global rank) included)
+_LINE_RANK = re.compile(rb"(?m)^[ \t]*\[(?:rank|RANK|Rank|default|trainer)[ _]?(\d{1,5})(?:\|\d{1,5})?\]:?")
 #: a rank tag anywhere in an event's text (it may follow a timestamp or a progress bar)
-_TEXT_RANK = re.compile(r"\[(?:rank|RANK|Rank|default)[ _]?(\d{1,5})\]")
+_TEXT_RANK = re.compile(r"\[(?:rank|RANK|Rank|default|trainer)[ _]?(\d{1,5})(?:\|\d{1,5})?\]")
 _FILE_RANK = re.compile(r"(?:^|[_.\-])rank[_\-]?(\d{1,5})(?=[_.\-]|$)", re.IGNORECASE)
-_TAG_HINTS = (b"[rank", b"[RANK", b"[Rank", b"[default")
+#: a directory holding one rank's files
+_DIR_RANK = re.compile(r"(?:rank|worker)[_\-]?(\d{1,5})", re.IGNORECASE)
+#: torchrun --log-dir: <log_dir>/<run_id>/attempt_<N>/<local_rank>/stdout.log
+_ATTEMPT = re.compile(r"attempt_\d{1,5}")
+_TAG_HINTS = (b"[rank", b"[RANK", b"[Rank", b"[default", b"[trainer")
+#: record fields / table columns that name the rank that wrote a structured record
+RANK_FIELDS = ("rank", "global_rank")
 
 
-def file_rank(path: Path) -> int | None:
-    """Rank from a per-rank file name (``rank3.log``, ``train_rank_3.txt``), else None."""
+def _name_rank(path: Path) -> int | None:
     m = _FILE_RANK.search(path.name.rsplit(".", 1)[0] if "." in path.name else path.name)
     return int(m[1]) if m else None
 
 
+def _dir_rank(d: Path) -> int | None:
+    m = _DIR_RANK.fullmatch(d.name)
+    if m:
+        return int(m[1])
+    if d.name.isdigit() and len(d.name) <= 5 and _ATTEMPT.fullmatch(d.parent.name):
+        return int(d.name)
+    return None
+
+
+def file_rank(path: Path) -> int | None:
+    """Rank of a per-rank file: from its name (``rank3.log``, ``train_rank_3.txt``), else from its
+    directory (``rank_3/metrics.jsonl``, ``worker3/log.txt``, torchrun's ``attempt_0/3/stdout.log``); else None."""
+    r = _name_rank(path)
+    return r if r is not None else _dir_rank(path.parent)
+
+
 def lower_rank_sibling(path: Path, rank: int) -> bool:
-    """Another file of the same run directory is a lower rank's log (so this one is not the primary)."""
+    """A lower rank left the same kind of file beside this one (so this one is not the primary):
+    ``rank0.log`` beside ``rank3.log``, or ``rank_0/metrics.jsonl`` beside ``rank_3/metrics.jsonl``."""
     try:
-        for p in path.parent.iterdir():
-            if p != path and p.is_file():
-                r = file_rank(p)
-                if r is not None and r < rank:
+        if _name_rank(path) is not None:
+            for p in path.parent.iterdir():
+                if p != path and p.is_file():
+                    r = _name_rank(p)
+                    if r is not None and r < rank:
+                        return True
+            return False
+        for d in path.parent.parent.iterdir():
+            if d != path.parent and d.is_dir():
+                r = _dir_rank(d)
+                if r is not None and r < rank and (d / path.name).is_file():
                     return True
     except OSError:
         return False
     return False
+
+
+def rank_suffix(path: Path) -> str:
+    """``@rankN`` for the points of a file that belongs to a rank other than the primary one, else ``""``."""
+    r = file_rank(path)
+    return f"@rank{r}" if r is not None and r != 0 and lower_rank_sibling(path, r) else ""
+
+
+def record_rank(value: object) -> int | None:
+    """A rank field's value as a rank (an int, or an integral number or string), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if 0 <= value < 100_000 else None
+    if isinstance(value, float) and value.is_integer():
+        return record_rank(int(value))
+    if isinstance(value, str) and value.strip().isdigit():
+        return record_rank(int(value.strip()))
+    return None
 
 
 def event_rank(text: str) -> int | None:
@@ -99,3 +152,47 @@ class RankLines:
         metric[other] = metric[other] + suffix
         frame["metric"] = metric
         return frame
+
+
+# -- torchrun's per-rank error.json ----------------------------------------------------------------
+
+ELASTIC_ERROR_KIND = "elastic_error"
+
+
+def is_elastic_error(path: Path) -> bool:
+    """``<log_dir>/<run_id>/attempt_<N>/<local_rank>/error.json`` (torchelastic's ``@record`` error file)."""
+    return path.name == "error.json" and path.parent.name.isdigit() and bool(_ATTEMPT.fullmatch(path.parent.parent.name))
+
+
+def read_elastic_error(found, builder) -> None:  # noqa: ANN001 - Found, RunBuilder (import cycle)
+    """The failing worker's exception as torchelastic wrote it (``{"message": {"message": "RuntimeError: ...",
+    "extraInfo": {"py_callstack": "Traceback ...", "timestamp": "..."}}}``, errors/error_handler.py), read
+    through the text-log reader so its traceback becomes an event with the worker's rank."""
+    import io
+
+    from autopsy.ingest.jsonsafe import load_json
+    from autopsy.ingest.textlog import _TextLogReader
+
+    src = builder.rel(found.path)
+    res = load_json(found.path)
+    doc = res.value
+    msg = doc.get("message") if isinstance(doc, dict) else None
+    if isinstance(msg, str):
+        msg = {"message": msg}
+    if not isinstance(msg, dict):
+        why = res.error or "no 'message' object"
+        builder.problem(src, ELASTIC_ERROR_KIND, f"not a torchelastic error file ({why}); nothing read from it")
+        return
+    extra = msg.get("extraInfo") if isinstance(msg.get("extraInfo"), dict) else {}
+    stack = extra.get("py_callstack")
+    text = stack if isinstance(stack, str) and stack.strip() else str(msg.get("message", ""))
+    if not text.strip():
+        builder.problem(src, ELASTIC_ERROR_KIND, "the error file names no exception", "partial")
+        return
+    rank = file_rank(found.path)
+    primary = rank is None or rank == 0 or not lower_rank_sibling(found.path, rank)
+    _TextLogReader(src, builder, RankLines(rank, primary)).read(io.BytesIO(text.encode("utf-8", "replace")))
+    builder.artifact(src, ELASTIC_ERROR_KIND)  # the text reader named its problems after the text-log kind
+
+
+READERS = {ELASTIC_ERROR_KIND: read_elastic_error}

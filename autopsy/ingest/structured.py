@@ -25,6 +25,7 @@ from autopsy.discover import Found
 from autopsy.ingest import config_readers
 from autopsy.ingest.base import RunBuilder
 from autopsy.ingest.jsonsafe import BLANK, decode_text, iter_lines, load_json, parse_record
+from autopsy.ingest.ranks import RANK_FIELDS, rank_suffix, record_rank
 from autopsy.metrics import canonical
 
 #: steps outside this range cannot be real optimizer steps (and would overflow int64 columns)
@@ -57,6 +58,8 @@ class Columns:
     key: list[str] = field(default_factory=list)
     value: list[float] = field(default_factory=list)
     line: list[int] = field(default_factory=list)
+    #: rank of each point when records name their rank (``{"rank": 3, ...}``), else empty
+    rank: list[int | None] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)
     first_skip: dict[str, str] = field(default_factory=dict)
 
@@ -73,13 +76,28 @@ class Columns:
                              "value": values,
                              "line": pd.array(np.asarray(self.line, dtype="int64"), dtype="Int64")})
 
-    def flush(self, builder: RunBuilder, source: str, kind: str, exact_steps: bool = True) -> None:
+    def flush(self, builder: RunBuilder, source: str, kind: str, exact_steps: bool = True, path: Path | None = None) -> None:
+        """Hand the columns over; points of a rank other than the primary one become ``<metric>@rank<N>``
+        (the file's rank from ``path``, or each record's own rank field)."""
         if self.step:
             try:
                 values = np.asarray(self.value, dtype="float64")
             except OverflowError:  # ints beyond float range
                 values = np.asarray([_to_float(v) for v in self.value], dtype="float64")
-            builder.scalar_columns(source, kind, self.step, self.key, values, self.line, exact_steps=exact_steps)
+            builder.scalar_columns(source, kind, self.step, self.key, values, self.line, exact_steps=exact_steps,
+                                   metric=self.rank_metrics(path))
+
+    def rank_metrics(self, path: Path | None) -> list[str] | None:
+        """Canonical metric per point with the ``@rankN`` of a non-primary rank, or None when every point is the primary's."""
+        suffix = rank_suffix(path) if path is not None else ""
+        ranks = [r for r in set(self.rank) if r is not None] if self.rank else []
+        if not suffix and len(ranks) < 2:
+            return None
+        names = {k: canonical(str(k)) for k in set(self.key)}
+        if suffix:
+            return [names[k] + suffix for k in self.key]
+        primary = min(ranks)
+        return [names[k] + ("" if r is None or r == primary else f"@rank{r}") for k, r in zip(self.key, self.rank)]
 
     def report(self, builder: RunBuilder, source: str, kind: str, unit: str) -> None:
         if not self.skipped:
@@ -209,7 +227,7 @@ def read_trainer_state(found: Found, builder: RunBuilder) -> None:
         builder.problem(src, kind, f"log_history is a {type(lh).__name__}, expected a list; no metrics read", "partial")
         return
     cols = log_history_columns(lh)
-    cols.flush(builder, src, kind)
+    cols.flush(builder, src, kind, path=found.path)
     cols.report(builder, src, kind, "log_history")
     keys = set(cols.key)
     if keys & TRL_KEYS or any(k.startswith(TRL_KEY_PREFIXES) for k in keys):
@@ -253,15 +271,27 @@ def _records(found: Found, builder: RunBuilder, limit: int | None = None) -> tup
     return out, c
 
 
-def _add_numbers(c: Columns, rec: Record, step: int, skip: set[str]) -> None:
+def _add_numbers(c: Columns, rec: Record, step: int, skip: set[str] | frozenset[str], rank_field: str | None = None) -> None:
+    rank = record_rank(rec.data.get(rank_field)) if rank_field else None
     for k, v in rec.data.items():
-        if k in skip:
+        if k in skip or k == rank_field:
             continue
         if _is_number(v):
             c.step.append(step)
             c.key.append(k)
             c.value.append(v)
             c.line.append(rec.line)
+            if rank_field:
+                c.rank.append(rank)
+
+
+def _rank_field(records: list[Record]) -> str | None:
+    """The field that names each record's rank (``rank``/``global_rank``), when records carry one."""
+    for rec in records[:SNIFF_RECORDS]:
+        for k in RANK_FIELDS:
+            if record_rank(rec.data.get(k)) is not None:
+                return k
+    return None
 
 
 def _read_step_jsonl(found: Found, builder: RunBuilder, step_of: Callable[[dict[str, Any]], int | None],
@@ -272,6 +302,7 @@ def _read_step_jsonl(found: Found, builder: RunBuilder, step_of: Callable[[dict[
     if got is None:
         return None
     records, c = got
+    rank_field = _rank_field(records)
     last: int | None = None
     for rec in records:
         if on_summary is not None and on_summary(rec, src):
@@ -283,8 +314,8 @@ def _read_step_jsonl(found: Found, builder: RunBuilder, step_of: Callable[[dict[
                 continue
             st = last
         last = st
-        _add_numbers(c, rec, st, skip)
-    c.flush(builder, src, found.kind)
+        _add_numbers(c, rec, st, skip, rank_field)
+    c.flush(builder, src, found.kind, path=found.path)
     c.report(builder, src, found.kind, "")
     return c
 
@@ -365,10 +396,11 @@ def read_generic_jsonl(found: Found, builder: RunBuilder) -> None:
         return
     records, c = got
     step_key = _generic_step_key(records)
+    rank_field = _rank_field(records)
     if step_key is None:
         for i, rec in enumerate(records):
-            _add_numbers(c, rec, i, set())
-        c.flush(builder, src, found.kind, exact_steps=False)
+            _add_numbers(c, rec, i, set(), rank_field)
+        c.flush(builder, src, found.kind, exact_steps=False, path=found.path)
     else:
         last: int | None = None
         for rec in records:
@@ -379,8 +411,8 @@ def read_generic_jsonl(found: Found, builder: RunBuilder) -> None:
                     continue
                 st = last
             last = st
-            _add_numbers(c, rec, st, set(GENERIC_STEP_KEYS))
-        c.flush(builder, src, found.kind)
+            _add_numbers(c, rec, st, set(GENERIC_STEP_KEYS), rank_field)
+        c.flush(builder, src, found.kind, path=found.path)
     c.report(builder, src, found.kind, "")
 
 
@@ -462,12 +494,12 @@ def read_lightning_csv(found: Found, builder: RunBuilder) -> None:
     if bad_cols:
         builder.problem(src, kind, f"header has empty or duplicate column names ({bad_cols[:3]}); those columns were not read", "partial")
     if rows:
-        _lightning_frame(rows, lines, header, bad_cols, c, builder, src, kind)
+        _lightning_frame(rows, lines, header, bad_cols, c, builder, src, kind, rank_suffix(found.path))
     c.report(builder, src, kind, "")
 
 
 def _lightning_frame(rows: list[list[str]], lines: list[int], header: list[str], bad_cols: list[str],
-                     c: Columns, builder: RunBuilder, src: str, kind: str) -> None:
+                     c: Columns, builder: RunBuilder, src: str, kind: str, suffix: str = "") -> None:
     df = pd.DataFrame(rows, columns=range(len(header)))
     line = pd.Series(lines, dtype="int64")
     exact = "step" in header
@@ -494,7 +526,7 @@ def _lightning_frame(rows: list[list[str]], lines: list[int], header: list[str],
         keep = present & ~junk
         if keep.any():
             parts.append(pd.DataFrame({"step": step[keep].to_numpy(), "key": name, "value": num[keep].to_numpy(dtype="float64"),
-                                       "line": line[keep].to_numpy(), "metric": lightning_metric(name)}))
+                                       "line": line[keep].to_numpy(), "metric": lightning_metric(name) + suffix}))
     if parts:
         frame = pd.concat(parts, ignore_index=True)
         frame["line"] = frame["line"].astype("Int64")

@@ -30,9 +30,9 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 
-from autopsy.ingest.text_metrics import NUM, Collector, Lines, StepMarks, StepState, Used, line_start
-
+from autopsy.ingest.text_metrics import NUM, Collector, Lines, StepMarks, StepState, Used, line_end, line_start
 
 
 def _mark(st: StepState, steps: StepMarks, used: Used, pos: int, step: int, framework: str | None = None) -> None:
@@ -41,6 +41,18 @@ def _mark(st: StepState, steps: StepMarks, used: Used, pos: int, step: int, fram
     used.add(pos)
     if framework:
         st.frameworks.add(framework)
+
+
+def _add_pairs(out: Collector, step: int, line: int, pairs: list, canon: dict[str, str] | None = None,
+               canon_of: Callable[[str], str | None] | None = None) -> None:
+    """The one shape every row parser ends in: (key, value) pairs added at a step, each key keeping the
+    framework's name and, where ``canon`` (a table) or ``canon_of`` (a rule) gives one, its canonical metric."""
+    for k, v in pairs:
+        key = k.decode() if isinstance(k, bytes) else k
+        out.add(step, key, float(v), line)
+        c = canon.get(key) if canon is not None else canon_of(key) if canon_of is not None else None
+        if c:
+            out.metric_override[key] = c
 
 
 def _num(raw: bytes | str) -> float | None:
@@ -58,6 +70,7 @@ _D2_SKIP = {b"time", b"data_time", b"eta", b"max_mem", b"epoch"}
 _D2_LOSS_DICT = re.compile(rb"loss_dict = \{([^\n\r]{0,4000})\}")
 _D2_TENSOR = re.compile(rb"'([\w/.]{1,60})': tensor\((" + NUM + rb")")
 _D2_NAN_AT = re.compile(rb"Loss became infinite or NaN at iteration=(\d+)")
+_D2_KEYS = {"total_loss": "loss"}
 
 
 def parse_detectron2(text: bytes, first_line: int, st: StepState, out: Collector,
@@ -68,13 +81,8 @@ def parse_detectron2(text: bytes, first_line: int, st: StepState, out: Collector
             pairs = [(k, v) for k, v in _D2_PAIR.findall(m[2]) if k not in _D2_SKIP]
             if not any(b"loss" in k for k, _ in pairs):
                 continue
-            step, line = int(m[1]), lines.at(m.start())
-            for k, v in pairs:
-                key = k.decode()
-                out.add(step, key, float(v), line)
-                if key == "total_loss":
-                    out.metric_override[key] = "loss"
-            _mark(st, steps, used, m.start(), step, "detectron2")
+            _add_pairs(out, int(m[1]), lines.at(m.start()), pairs, _D2_KEYS)
+            _mark(st, steps, used, m.start(), int(m[1]), "detectron2")
     if b"loss_dict = {" in text:
         lines = Lines(text, first_line)
         for m in _D2_LOSS_DICT.finditer(text):
@@ -96,7 +104,7 @@ def parse_detectron2(text: bytes, first_line: int, st: StepState, out: Collector
 
 _TIMM = re.compile(rb"Train: (\d+) \[\s*(\d+)/(\d+) \(\s*\d+%\)\]([^\n\r]{0,4000})")
 _TIMM_PAIR = re.compile(rb"([A-Za-z][\w@-]{0,30}): +(" + NUM + rb")(?:\s*\(\s*" + NUM + rb"\))?(?![\w.])")
-_TIMM_KEEP = {b"Loss": "loss", b"LR": "learning_rate"}
+_TIMM_KEYS = {"Loss": "loss", "LR": "learning_rate"}
 
 
 def parse_timm(text: bytes, first_line: int, st: StepState, out: Collector,
@@ -111,12 +119,7 @@ def parse_timm(text: bytes, first_line: int, st: StepState, out: Collector,
         if not pairs:
             continue
         step = epoch * total + idx  # timm's epoch is 0-based in train.py; batch_idx too
-        line = lines.at(m.start())
-        for k, v in pairs:
-            key = k.decode()
-            out.add(step, key, float(v), line)
-            if k in _TIMM_KEEP:
-                out.metric_override[key] = _TIMM_KEEP[k]
+        _add_pairs(out, step, lines.at(m.start()), pairs, _TIMM_KEYS)
         _mark(st, steps, used, m.start(), step, "timm")
 
 
@@ -138,9 +141,7 @@ def parse_swin(text: bytes, first_line: int, st: StepState, out: Collector,
         if not any(b"loss" in k for k, _ in pairs):
             continue
         step = int(m[1]) * int(m[4]) + int(m[3])  # both 0-based
-        line = lines.at(m.start())
-        for k, v in pairs:
-            out.add(step, k.decode(), float(v), line)
+        _add_pairs(out, step, lines.at(m.start()), pairs)
         _mark(st, steps, used, m.start(), step)
 
 
@@ -153,7 +154,13 @@ _FS_INNER = re.compile(rb"epoch (\d+):\s+(\d+) / (\d+) ([^\n\r]{0,4000})")
 _FS_EQ = re.compile(rb"([A-Za-z_][\w]{0,40})=(" + NUM + rb")(?![\w.])")
 _FS_PIPES = re.compile(rb"epoch (\d+) \| ((?:valid on '[^'\n]{0,60}' subset \| )?)([^\n\r]{0,4000})")
 _FS_PIPE_PAIR = re.compile(rb"\| ([A-Za-z_][\w]{0,40}) (" + NUM + rb")(?= \||\s*$)")
-_FS_JSON = re.compile(rb"\| (train_inner|train|valid|test) \| (\{[^\n\r]{0,8000}\})")
+#: JsonProgressBar records: ``| INFO | train_inner | {...}`` (fairseq_cli logging) and
+#: ``[2021-07-06 06:58:09,462][train_inner][INFO] - {...}`` (fairseq-hydra-train's hydra logging); a record a
+#: terminal wrapped over several lines (``"t\nrain_nll_loss"``, fairseq#2696) is rejoined below
+_FS_JSON = re.compile(rb"(?:\| (train_inner|train|valid|test) \||\[(train_inner|train|valid|test)\]\[[A-Z]+\] -) "
+                      rb"(\{[^\n\r]{0,8000})")
+#: lines a wrapped JSON record may span
+_FS_WRAP_LINES = 12
 _FS_SKIP = {"num_updates", "epoch", "update", "best_loss", "wall", "train_wall"}
 
 
@@ -198,16 +205,13 @@ def parse_fairseq(text: bytes, first_line: int, st: StepState, out: Collector,
             prefix = "valid_" if m[2] else "train_"
             if _fairseq_add(out, step, lines.at(m.start()), pairs, prefix):
                 _mark(st, steps, used, m.start(), step, "fairseq")
-    if b"| {" in text:
+    if b"| {" in text or b"] - {" in text:
         lines = Lines(text, first_line)
         for m in _FS_JSON.finditer(text):
-            try:
-                rec = json.loads(m[2])
-            except ValueError:
-                continue
+            rec = _json_record(text, m[3], m.end())
             if not isinstance(rec, dict):
                 continue
-            tag = m[1].decode()
+            tag = (m[1] or m[2]).decode()
             pre = "" if tag == "train_inner" else tag + "_"
             upd = _num(rec.get(pre + "num_updates", rec.get("num_updates")))
             if upd is None or math.isnan(upd):
@@ -223,6 +227,24 @@ def parse_fairseq(text: bytes, first_line: int, st: StepState, out: Collector,
             prefix = {"train_inner": "", "train": "train_", "valid": "valid_", "test": "test_"}[tag]
             if _fairseq_add(out, step, lines.at(m.start()), pairs, prefix):
                 _mark(st, steps, used, m.start(), step, "fairseq")
+
+
+def _json_record(text: bytes, head: bytes, end: int) -> object:
+    """The JSON object starting at ``head`` (the rest of its line); when the line does not close it, the
+    next lines are appended as they are (a terminal's hard wrap splits anywhere, even inside a key)."""
+    body = head.rstrip()
+    if not body.endswith(b"}"):
+        tail = text[end:end + 8000].split(b"\n", _FS_WRAP_LINES)[:_FS_WRAP_LINES]
+        for part in tail[1:] if tail and tail[0].strip() == b"" else tail:
+            body += part.strip(b"\r")
+            if body.rstrip().endswith(b"}"):
+                break
+        else:
+            return None
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
 
 
 # -- verl ----------------------------------------------------------------------------------------
@@ -245,13 +267,8 @@ def parse_verl(text: bytes, first_line: int, st: StepState, out: Collector,
         pairs = _VERL_PAIR.findall(body)
         if not pairs:
             continue
-        step, line = int(m[1]), lines.at(m.start())
-        for k, v in pairs:
-            key = k.decode()
-            out.add(step, key, float(v), line)
-            if key in VERL_KEYS:
-                out.metric_override[key] = VERL_KEYS[key]
-        _mark(st, steps, used, m.start(), step, "verl")
+        _add_pairs(out, int(m[1]), lines.at(m.start()), pairs, VERL_KEYS)
+        _mark(st, steps, used, m.start(), int(m[1]), "verl")
 
 
 # -- Megatron-LM / NeMo (Megatron core) ----------------------------------------------------------
@@ -270,6 +287,11 @@ MEGATRON_KEYS = {
 }
 
 
+def _megatron_metric(key: str) -> str | None:
+    canon = MEGATRON_KEYS.get(key)
+    return canon if canon is not None or not key.endswith(" loss") else key.replace(" ", "_")
+
+
 def parse_megatron(text: bytes, first_line: int, st: StepState, out: Collector,
                    steps: StepMarks, used: Used) -> None:
     if b"iteration" not in text:
@@ -279,15 +301,8 @@ def parse_megatron(text: bytes, first_line: int, st: StepState, out: Collector,
         pairs = _MEGA_PAIR.findall(m[3])
         if not pairs:
             continue
-        step, line = int(m[1]), lines.at(m.start())
-        for k, v in pairs:
-            key = k.decode().strip()
-            out.add(step, key, float(v), line)
-            canon = MEGATRON_KEYS.get(key)
-            if canon is None and key.endswith(" loss"):
-                canon = key.replace(" ", "_")
-            if canon:
-                out.metric_override[key] = canon
+        step = int(m[1])
+        _add_pairs(out, step, lines.at(m.start()), [(k.strip(), v) for k, v in pairs], canon_of=_megatron_metric)
         _mark(st, steps, used, m.start(), step, "megatron")
     if b"validation loss at iteration" in text:
         lines = Lines(text, first_line)
@@ -326,7 +341,11 @@ def parse_caffe(text: bytes, first_line: int, st: StepState, out: Collector,
 
 # -- torchtune -----------------------------------------------------------------------------------
 
-_TORCHTUNE = re.compile(rb"(?:^|[\r\n\s])(\d+)\|(\d+)\|Loss: (" + NUM + rb")")
+#: ``epoch|global_step|Loss: x`` after anything but a digit, pipe or dot (a line start, ``\r``, torchrun's
+#: ``[trainer0|0]:`` prefix); a paste that lost the ``epoch|step`` part keeps ``|Loss: x: ... | n/N [``, whose
+#: bar counter is then the step
+_TORCHTUNE = re.compile(rb"(?:(?<![\w|.])(\d+)\|(\d+))?\|Loss: (" + NUM + rb")(?::[^|\r\n]{0,20}\|[^|\r\n]{0,400}\|"
+                        rb"\s*(\d+)/\d+ \[)?")
 
 
 def parse_torchtune(text: bytes, first_line: int, st: StepState, out: Collector,
@@ -337,7 +356,9 @@ def parse_torchtune(text: bytes, first_line: int, st: StepState, out: Collector,
     lines = Lines(text, first_line)
     last = getattr(st, "torchtune_last", None)  # a redraw may open the next chunk
     for m in _TORCHTUNE.finditer(text):
-        step = int(m[2])
+        if m[2] is None and m[4] is None:
+            continue  # neither the step nor a bar counter: not placed
+        step = int(m[2] if m[2] is not None else m[4])
         if step == last:
             continue
         last = st.torchtune_last = step  # type: ignore[attr-defined]
@@ -349,18 +370,15 @@ def parse_torchtune(text: bytes, first_line: int, st: StepState, out: Collector,
 
 _KERAS_EPOCH = re.compile(rb"Epoch (\d+)/(\d+)")
 _KERAS_ROW = re.compile(rb"(?<![\w/])(\d+)/(\d+) (?:\[[=>.]*\]|(?:\xe2\x94[\x81\x80])+)([^\r\n]{0,4000})")
-_KERAS_PAIR = re.compile(rb" - ([\w/]+): (" + NUM + rb")(?![\w.])")
+#: a value ends at a non-word character, or where TerminateOnNaN glued its message: ``loss: 44.4110Batch 3: Invalid loss``
+_KERAS_PAIR = re.compile(rb" - ([\w/]+): (" + NUM + rb")(?:(?![\w.])|(?=Batch \d))")
 
 
 def parse_keras(text: bytes, first_line: int, st: StepState, out: Collector,
                 steps: StepMarks, used: Used) -> None:
-    """Progbar rows; step = (epoch - 1) * batches + batch. The values are running means of the epoch.
-
-    Keras 1's Progbar prints no per-step time: ``50000/50000 [====] - 18s - loss: 1.6163 - acc: 0.4084``.
-    """
-    if b"/step" not in text and b"ETA" not in text and b"/sample" not in text and not (
-            b"Epoch " in text and b"] - " in text):
-        return
+    """Progbar rows; step = (epoch - 1) * batches + batch. The values are running means of the epoch."""
+    if b"/step" not in text and b"ETA" not in text and b"/sample" not in text and b"] - " not in text:
+        return  # Keras 1 rows have no "/step": "9595/9595 [=====] - 1s - loss: nan"
     epochs = [(m.start(), int(m[1])) for m in _KERAS_EPOCH.finditer(text)]
     lines = Lines(text, first_line)
     ei = -1
@@ -375,69 +393,95 @@ def parse_keras(text: bytes, first_line: int, st: StepState, out: Collector,
         pairs = [(k, v) for k, v in _KERAS_PAIR.findall(m[3]) if k != b"ETA"]
         if not pairs:
             continue
-        for k, v in pairs:
-            key = k.decode()
-            out.add(step, key, float(v), line)
-            if key.startswith("val_"):
-                out.metric_override[key] = "eval_" + key[4:] if key != "val_loss" else "eval_loss"
+        _add_pairs(out, step, line, pairs, canon_of=lambda k: "eval_" + k[4:] if k.startswith("val_") else None)
         _mark(st, steps, used, m.start(), step, "keras")
     st.keras_epoch = epoch  # type: ignore[attr-defined]
 
 
 # -- tqdm bars with a key=value postfix (OpenRLHF and other loops) -------------------------------
 
-_TQDM_POST = re.compile(rb"%\|[^|\r\n]{0,400}\|\s*(\d+)/(\d+)\s*\[([^\]\r\n]{0,4000})\]")
+#: a tqdm bar's head ``50%|█████ | 10/100 [``; its postfix runs to ``]``, or, when the terminal width cut the
+#: bar (NeMo's long postfix), to the next redraw or the line end
+_TQDM_HEAD = re.compile(rb"%\|[^|\r\n]{0,400}\|\s*(\d+)/(\d+)\s*\[")
 _POST_PAIR = re.compile(rb",\s*([A-Za-z_][\w/.]{0,60})=(" + NUM + rb")(?=,|\s*$)")
 _EPOCH_IN_DESC = re.compile(rb"[Ee]poch[ :]*(\d+)")
 _LIGHTNING_DESC = re.compile(rb"\s*Epoch \d+:\s*$")
 #: OpenRLHF's postfix names -> canonical
 POSTFIX_KEYS = {"gpt_loss": "loss", "policy_loss": "loss", "actor_lr": "learning_rate", "lr": "learning_rate",
                 "eval_loss": "eval_loss", "reduced_train_loss": "loss", "train_loss": "loss", "val_loss": "eval_loss"}
+#: postfix keys that name the trainer's own loss; beside one of them the bar's ``loss`` (Lightning's running
+#: mean, NaN on pipeline stages that do not compute the loss) is kept as ``bar_loss``
+_TRAINER_LOSS_KEYS = ("reduced_train_loss",)
+
+
+def _bars(text: bytes) -> list[tuple[int, int, int, bytes, bytes]]:
+    """(position, counter, total, description, postfix) of every bar redraw in a chunk."""
+    heads = list(_TQDM_HEAD.finditer(text))
+    bars = []
+    prev_end = 0
+    for i, m in enumerate(heads):
+        le = line_end(text, m.end())
+        stop = min(heads[i + 1].start() if i + 1 < len(heads) else le, le)
+        close = text.find(b"]", m.end(), stop)
+        body_end = close if close >= 0 else stop
+        ls = max(line_start(text, m.start()), prev_end)
+        desc = text[ls:m.start()].rstrip(b"0123456789 ")  # without the "50" of "50%"
+        bars.append((m.start(), int(m[1]), int(m[2]), desc, text[m.end():body_end]))
+        prev_end = body_end + 1
+    return bars
 
 
 def parse_tqdm_postfix(text: bytes, first_line: int, st: StepState, out: Collector,
                        steps: StepMarks, used: Used) -> None:
     """Only bars whose postfix has a loss-like key; the last redraw of each counter wins.
-    Lightning's ``Epoch N:`` bars have their own parser (same idea, epoch-based steps)."""
+    Lightning's ``Epoch N:`` bars have their own parser (same idea, epoch-based steps), unless the postfix
+    carries NeMo's ``global_step`` (the trainer's step, read here)."""
     if b"%|" not in text or b"=" not in text:
         return
     lines = Lines(text, first_line)
     best: dict[int, tuple[int, int, list]] = {}
-    for m in _TQDM_POST.finditer(text):
-        if b"=" not in m[3]:
+    nemo_lines: set[int] = set()
+    for pos, n, total, desc, post in _bars(text):
+        if b"=" not in post:
             continue
-        desc = text[line_start(text, m.start()):m.start()].rstrip(b"0123456789 ")  # without the "50" of "50%"
-        if _LIGHTNING_DESC.match(desc):
+        pairs = [(k.decode(), float(v)) for k, v in _POST_PAIR.findall(b"," + post.rstrip(b", "))]
+        gs = [v for k, v in pairs if k == "global_step"]  # NeMo puts the trainer's step in the postfix
+        if not gs and _LIGHTNING_DESC.match(desc.rsplit(b",", 1)[-1]):
             continue  # Lightning's own "Epoch N: 50%|..." bars: parse_lightning
-        pairs = [(k.decode(), float(v)) for k, v in _POST_PAIR.findall(b"," + m[3])]
         if not any("loss" in k or k.startswith("reward") for k, _ in pairs):
             continue
-        n, total = int(m[1]), int(m[2])
-        em = _EPOCH_IN_DESC.search(desc)
-        step = int(em[1]) * total + n if em else n
-        gs = [v for k, v in pairs if k == "global_step"]  # NeMo puts the trainer's step in the postfix
+        line = lines.at(pos)
         if gs and not math.isnan(gs[0]):
             step = int(gs[0])
             pairs = [(k, v) for k, v in pairs if k != "global_step"]
-        best[step] = (m.start(), lines.at(m.start()), pairs)
+            nemo_lines.add(line)
+        elif line in nemo_lines or b"global_step=" in text[line_start(text, pos):line_end(text, pos)]:
+            continue  # a NeMo redraw cut before its global_step: its step is unknown
+        else:
+            em = _EPOCH_IN_DESC.search(desc)
+            step = int(em[1]) * total + n if em else n
+        if any(k in _TRAINER_LOSS_KEYS for k, _ in pairs):
+            pairs = [("bar_loss" if k == "loss" else k, v) for k, v in pairs]
+        best[step] = (pos, line, pairs)
     for step, (pos, line, pairs) in sorted(best.items(), key=lambda kv: kv[1][0]):
-        for k, v in pairs:
-            out.add(step, k, v, line)
-            if k in POSTFIX_KEYS:
-                out.metric_override[k] = POSTFIX_KEYS[k]
+        _add_pairs(out, step, line, pairs, POSTFIX_KEYS)
         _mark(st, steps, used, pos, step)
 
 
 # -- YOLO (ultralytics) console -----------------------------------------------------------------
 
-_YOLO_HEAD = re.compile(rb"Epoch[ \t]+GPU_mem((?:[ \t]+\w+)+)")
+#: YOLOv8+ ``Epoch GPU_mem box_loss cls_loss dfl_loss Instances Size``; YOLOv5/v7 ``Epoch gpu_mem box obj cls total labels img_size``
+_YOLO_HEAD = re.compile(rb"Epoch[ \t]+(?:GPU_mem|gpu_mem)((?:[ \t]+\w+)+)")
+#: YOLOv5/v7 short column names -> metric; the count and size columns are not metrics
+YOLO_COLUMNS = {"box": "box_loss", "obj": "obj_loss", "cls": "cls_loss", "total": "loss", "seg": "seg_loss"}
+_YOLO_NOT_METRICS = {"Instances", "Size", "labels", "img_size"}
 _YOLO_ROW = re.compile(rb"(?<![\w/])(\d+)/(\d+)[ \t]+[\d.]+G((?:[ \t]+" + NUM + rb")+)[ \t]*:")
 
 
 def parse_yolo(text: bytes, first_line: int, st: StepState, out: Collector,
                steps: StepMarks, used: Used) -> None:
     """Rows ``  1/100  2.61G  1.218  1.408  1.208  167  640: 100%|...``; step = epoch (last redraw)."""
-    if b"GPU_mem" not in text and not getattr(st, "yolo_cols", None):
+    if b"GPU_mem" not in text and b"gpu_mem" not in text and not getattr(st, "yolo_cols", None):
         return
     head = None
     for h in _YOLO_HEAD.finditer(text):
@@ -451,10 +495,7 @@ def parse_yolo(text: bytes, first_line: int, st: StepState, out: Collector,
     for m in _YOLO_ROW.finditer(text):
         best[int(m[1])] = (m.start(), lines.at(m.start()), m[3].split())
     for step, (pos, line, vals) in sorted(best.items(), key=lambda kv: kv[1][0]):
-        for name, raw in zip(cols, vals):
-            if name in ("Instances", "Size"):
-                continue
-            out.add(step, name, float(raw), line)
+        _add_pairs(out, step, line, [(n, raw) for n, raw in zip(cols, vals) if n not in _YOLO_NOT_METRICS], YOLO_COLUMNS)
         _mark(st, steps, used, pos, step, "ultralytics")
 
 
@@ -696,9 +737,9 @@ FORMAT_PARSERS = (
     (parse_megatron, (b"iteration",)),
     (parse_caffe, (b"Iteration",)),
     (parse_torchtune, (b"Loss",)),
-    (parse_keras, (b"step", b"ETA", b"sample", b"Epoch")),
+    (parse_keras, (b"step", b"ETA", b"sample", b"loss")),
     (parse_tqdm_postfix, (b"",)),
-    (parse_yolo, (b"GPUmem",)),
+    (parse_yolo, (b"GPUmem", b"gpumem")),
     (parse_pipe_table, (b"",)),
     (parse_columns, (b"",)),
 )

@@ -438,6 +438,8 @@ def parse_lightning(text: bytes, first_line: int, st: StepState, out: Collector,
         return
     lines = Lines(text, first_line)
     for m in _LIGHTNING.finditer(text):
+        if b"global_step=" in m[4]:
+            continue  # NeMo: text_formats.parse_tqdm_postfix reads the trainer's global_step
         pairs = [(key_str(k), v) for k, v in _EQ_PAIR.findall(m[4]) if k != b"v_num"]
         if not any(is_loss_like(k) for k, _ in pairs):
             continue
