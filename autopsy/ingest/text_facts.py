@@ -71,6 +71,8 @@ _DS_INFO = re.compile(r"(?i)DeepSpeed info: version=(\d[\w.+\-]*)")
 #: the model a pasted ``AutoModel...from_pretrained("org/name", ...)`` loads (a hub id: one slash)
 _FROM_PRETRAINED = re.compile(r"(?:Model\w*|Pipeline|AutoPeftModel\w*)\.from_pretrained\(\s*[\"']([\w.\-]+/[\w.\-]+)[\"']")
 _HUB_ID_LINE = re.compile(r"\s*[\"']([\w.\-]+/[\w.\-]+)[\"']\s*[,)]?\s*$")
+#: an OpenMMLab experiment (config) name with an ``amp`` part: ``mae_vit-base-p16_8xb512-amp-coslr-1600e_in1k``
+_MM_EXP_AMP = re.compile(r"Exp name: (\S*?(?<![^\s:_-])amp(?:[-_]\S*)?)(?:\s|$)")
 #: a TRL trainer or config class in pasted code (``GRPOTrainer(``, ``DPOConfig(``): the kind of training
 _TRAINER_CLASS = re.compile(r"\b(GRPO|PPO|RLOO|DPO|OnlineDPO|KTO|ORPO|CPO|SFT|Reward|GKD|Nash|XPO|BCO)(?:Trainer|Config)\s*\(")
 #: a model named in an environment block or a launch line ("- Model: `google/gemma-4-E4B-it`", "--model Qwen/Qwen3-8B")
@@ -136,6 +138,13 @@ class FactScanner:
                 self.emit("gpu.name", m[1].strip(), no, "gpu")
         for m in _MODEL.finditer(text):
             self.emit("model.name_or_path", m[1], no, "model")
+        if "AmpOptimWrapper" in text and "bfloat16" not in text:
+            # mmengine's AMP wrapper: autocast in float16 with a dynamic loss scale unless dtype='bfloat16'
+            self.emit("fp16", True, no, "AmpOptimWrapper")
+        if "Exp name:" in text:
+            m = _MM_EXP_AMP.search(text)
+            if m is not None:  # OpenMMLab config names mark fp16 mixed precision with an "amp" part
+                self.emit("fp16", True, no, f"config name {m[1]}")
         if "from_pretrained" in text:
             found = False
             for m in _FROM_PRETRAINED.finditer(text):
