@@ -34,8 +34,11 @@ MAX_SIDE_JSON = 50 * 1024 * 1024
 def collect(builder: Any, discovery: Any) -> None:
     groups = group_files(discovery.files)
     todo = [f for g in groups for f in g.files]
-    with ThreadPoolExecutor(max_workers=auto_workers()) as pool:
-        scans = dict(zip((f.path for f in todo), pool.map(lambda f: scan_file(f.path, f.kind), todo)))
+    if len(todo) <= 1:  # one file: scanned here, no thread
+        scans = {f.path: scan_file(f.path, f.kind) for f in todo}
+    else:
+        with ThreadPoolExecutor(max_workers=auto_workers()) as pool:
+            scans = dict(zip((f.path for f in todo), pool.map(lambda f: scan_file(f.path, f.kind), todo)))
     checkpoints = []
     for g in groups:
         ck = build_checkpoint(g, [scans[f.path] for f in g.files], builder.rel)
@@ -87,21 +90,25 @@ def build_checkpoint(g: Group, scans: list[FileScan], rel: Any = str) -> Checkpo
     ck = Checkpoint(path=rel(g.path), step=g.step, kind=g.kind)
     weights_ordered: list = []
     ordered = True
+    # the weights in file order are only needed to name an optimizer's parameters: 100k-tensor
+    # checkpoints without an optimizer state skip the copy
+    has_optimizer = any(s.obj is not None and role_of(s.path.name) in ("optimizer", "resume") for s in scans)
     for scan in scans:
         ck.files.append(CheckpointFile(path=rel(scan.path), format=scan.format, bytes=scan.bytes,
                                        seconds=round(scan.seconds, 6), tensors=scan.tensors,
                                        problem="; ".join(m for _, m in scan.problems) or None))
         role = role_of(scan.path.name)
         if role in ("weights", "deepspeed_model", "resume"):
-            weights_ordered.extend(t for t in scan.tensors if not t.name.startswith(("optimizer", "loops", "callbacks")))
+            if has_optimizer:
+                weights_ordered.extend(t for t in scan.tensors if not t.name.startswith(("optimizer", "loops", "callbacks")))
             ordered = ordered and scan.format != "safetensors"
     for scan in scans:
         role = role_of(scan.path.name)
         obj = scan.obj
-        stats = {t.name: t for t in scan.tensors}
         if role in ("optimizer", "resume", "deepspeed_optim") and obj is not None:
             opts = find_optimizers(obj)
             if opts:
+                stats = {t.name: t for t in scan.tensors}
                 prefix, opt = opts[0]
                 mapping = map_param_names(opt, weights_ordered, ordered and bool(weights_ordered)) if role != "deepspeed_optim" else None
                 summary = optimizer_summary(prefix, opt, stats, mapping)
