@@ -5,19 +5,17 @@ Results must equal the local scan of the same file, digests included, and no byt
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
-import re
-import threading
 from pathlib import Path
 
 import pytest
 import torch
+from range_server import RangeHandler, serve
 from safetensors.torch import save_file
 
-from autopsy.checkpoints import scan_file
 from autopsy.checkpoints import remote as rm
+from autopsy.checkpoints import scan_file
 from autopsy.checkpoints.cli import scan_command
 
 pytest.importorskip("aiohttp")  # fsspec's HTTP filesystem (the remote extra)
@@ -25,67 +23,12 @@ pytest.importorskip("aiohttp")  # fsspec's HTTP filesystem (the remote extra)
 NAN, INF = float("nan"), float("inf")
 
 
-class RangeHandler(http.server.SimpleHTTPRequestHandler):
-    """Python's file server plus ``Range: bytes=a-b`` (206 Partial Content), which it lacks."""
-
-    requests: list[str] = []
-
-    def log_message(self, *args: object) -> None:  # quiet
-        pass
-
-    def send_head(self):  # type: ignore[override]
-        path = self.translate_path(self.path)
-        rng = self.headers.get("Range")
-        if not os.path.isfile(path):
-            self.send_error(404)
-            return None
-        size = os.path.getsize(path)
-        type(self).requests.append(f"{self.command} {rng or 'whole file'}")
-        m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng or "")
-        if m is None:
-            return super().send_head()
-        a = int(m[1])
-        b = min(int(m[2]) if m[2] else size - 1, size - 1)
-        if a >= size:
-            self.send_error(416)
-            return None
-        fh = open(path, "rb")  # noqa: SIM115
-        fh.seek(a)
-        self.send_response(206)
-        self.send_header("Content-Type", "application/octet-stream")
-        self.send_header("Accept-Ranges", "bytes")
-        self.send_header("Content-Range", f"bytes {a}-{b}/{size}")
-        self.send_header("Content-Length", str(b - a + 1))
-        self.end_headers()
-        return _Limited(fh, b - a + 1)
-
-
-class _Limited:
-    def __init__(self, fh, n):
-        self.fh, self.left = fh, n
-
-    def read(self, n=-1):
-        n = self.left if n < 0 else min(n, self.left)
-        data = self.fh.read(n)
-        self.left -= len(data)
-        return data
-
-    def close(self):
-        self.fh.close()
-
-
 @pytest.fixture()
 def http_root(tmp_path):
     root = tmp_path / "srv"
     root.mkdir()
-    RangeHandler.requests = []
-    handler = lambda *a, **k: RangeHandler(*a, directory=str(root), **k)  # noqa: E731
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    yield root, f"http://127.0.0.1:{srv.server_address[1]}"
-    srv.shutdown()
-    srv.server_close()
+    with serve(root) as base:
+        yield root, base
 
 
 def _model(n: int = 300) -> dict[str, torch.Tensor]:
@@ -113,9 +56,13 @@ def test_https_scan_equals_local_scan_with_parallel_ranges(http_root, monkeypatc
     assert got.problems == []
     _same(got, scan_file(root / "model.safetensors", digest=True))
     assert set(os.listdir(tmp_path)) == before  # nothing downloaded next to it
-    ranges = [r for r in RangeHandler.requests if r.startswith("GET bytes=")]
-    assert len(ranges) >= 6 and "GET whole file" not in RangeHandler.requests  # header + blocks, never the file
-    assert got.metadata["remote"]["bytes_read"] <= (root / "model.safetensors").stat().st_size
+    size = (root / "model.safetensors").stat().st_size
+    assert "GET whole file" not in RangeHandler.requests and all(r.startswith("GET bytes=") for r in RangeHandler.requests)
+    spans = sorted(tuple(map(int, r[len("GET bytes="):].split("-"))) for r in RangeHandler.requests)
+    # the first request brings the size and the header; then the data in blocks: each byte fetched once
+    assert len(spans) >= 4 and spans[0][0] == 0 and spans[-1][1] == size - 1
+    assert all(b[0] == a[1] + 1 for a, b in zip(spans, spans[1:]))
+    assert got.metadata["remote"] == {"requests": len(spans), "bytes_read": size}
 
 
 def test_scan_command_on_a_url_reports_like_a_local_file(http_root, tmp_path):
