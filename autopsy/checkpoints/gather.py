@@ -6,6 +6,7 @@ The schema of what this produces is in the package docstring (autopsy/checkpoint
 from __future__ import annotations
 
 import json
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -35,10 +36,10 @@ def collect(builder: Any, discovery: Any) -> None:
     groups = group_files(discovery.files)
     todo = [f for g in groups for f in g.files]
     if len(todo) <= 1:  # one file: scanned here, no thread
-        scans = {f.path: scan_file(f.path, f.kind) for f in todo}
+        scans = {f.path: _scan(f) for f in todo}
     else:
         with ThreadPoolExecutor(max_workers=auto_workers()) as pool:
-            scans = dict(zip((f.path for f in todo), pool.map(lambda f: scan_file(f.path, f.kind), todo)))
+            scans = dict(zip((f.path for f in todo), pool.map(_scan, todo)))
     checkpoints = []
     for g in groups:
         ck = build_checkpoint(g, [scans[f.path] for f in g.files], builder.rel)
@@ -51,10 +52,25 @@ def collect(builder: Any, discovery: Any) -> None:
     builder.run.checkpoint_analysis = analyze(checkpoints)
 
 
+def _scan(f: Found) -> FileScan:
+    """A local file, or (``autopsy run URL``) the remote safetensors object a placeholder stands for."""
+    rr = sys.modules.get("autopsy.checkpoints.remote_run")  # loaded only by a remote run
+    remote = rr.PLACEHOLDERS.get(str(f.path)) if rr is not None else None
+    if remote is None:
+        return scan_file(f.path, f.kind)
+    from autopsy.checkpoints.remote import scan_remote_file
+
+    scan = scan_remote_file(remote[0], digest=True, size=remote[1], source=remote[2])
+    if scan.problems:  # the report shows the placeholder's relative path: the URL goes into the message
+        scan.problems = [(st, f"{remote[0]}: {m}") for st, m in scan.problems]
+    scan.path = f.path
+    return scan
+
+
 def _register(builder: Any, found: Found, scan: FileScan) -> None:
     worst = scan.status
     msg = "; ".join(m for _, m in scan.problems) or None
-    builder.artifact(found.path, found.kind, status=worst, problem=msg, size=found.size)
+    builder.artifact(found.path, found.kind, status=worst, problem=msg, size=found.size or scan.bytes)
     if worst == "read" and msg:
         for a in builder.run.artifacts:
             if a.path == builder.rel(found.path) and not a.problem:

@@ -350,14 +350,15 @@ class RemoteReader:
 
 
 def scan_remote_file(url: str, digest: bool = False, progress: Callable[[int], None] | None = None,
-                     fs_path: tuple[Any, str] | None = None, size: int | None = None) -> FileScan:
-    """One remote safetensors file; problems (unreachable, not found, corrupt) are recorded, never raised."""
+                     fs_path: tuple[Any, str] | None = None, size: int | None = None, source: Any = None) -> FileScan:
+    """One remote safetensors file; problems (unreachable, not found, corrupt) are recorded, never raised.
+    ``source``: the object already opened (:func:`open_source`)."""
     from autopsy.checkpoints.safetensors_file import UNCHECKED_DTYPES, read_header, scan_entries
 
     scan = FileScan(Url(url), "safetensors")  # type: ignore[arg-type]
     t0 = time.perf_counter()
     try:
-        src = RangeSource(*fs_path, size) if fs_path is not None else open_source(url, size)
+        src = source if source is not None else RangeSource(*fs_path, size) if fs_path is not None else open_source(url, size)
     except ImportError as exc:
         scan.problem(f"cannot read {url.split('://')[0]}:// URLs: {exc}; install autopsy[remote]", "unreadable")
         return scan
