@@ -138,7 +138,7 @@ def _run_remote(url: str, fmt: Format, output: str | None, fail_on: FailOn, quie
         with stage(url) as (root, notes):
             _run(root, fmt, output, fail_on, quiet, notes, baseline=baseline, note_kind="remote", shown=url)
     except RemoteRunError as exc:
-        fail(str(exc), "check the URL and the credentials (AWS_*, HF_TOKEN); s3://, gs:// and hf:// need autopsy[remote]")
+        fail(str(exc), "check the URL and the credentials (AWS_*, HF_TOKEN); s3://, gs:// and hf:// need 'autopsy-ml[remote]'")
 
 
 def _run_stdin(fmt: Format, output: str | None, fail_on: FailOn, quiet: bool, baseline: Path | None = None) -> None:
@@ -256,7 +256,7 @@ def _indent(text: str) -> str:
 @app.command("scan", cls=PlainHelpCommand)
 def scan_cmd(
     paths: Annotated[list[str], typer.Argument(help="Checkpoint files, checkpoint dirs or a whole output dir; or "
-                                                     "URLs (hf://, s3://, gs://, https://; needs autopsy[remote]).")],
+                                                     "URLs (hf://, s3://, gs://, https://; s3, gs and hf folders need autopsy-ml[remote]).")],
     fmt: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
     workers: Annotated[int, typer.Option("--workers", "-j", help="Files scanned at once, as worker processes (0 = one per CPU core, at most 2).")] = 0,
     output: Annotated[str | None, typer.Option("--output", "-o", help="Write to a file instead of stdout.")] = None,

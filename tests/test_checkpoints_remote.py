@@ -18,8 +18,6 @@ from autopsy.checkpoints import remote as rm
 from autopsy.checkpoints import scan_file
 from autopsy.checkpoints.cli import scan_command
 
-pytest.importorskip("aiohttp")  # fsspec's HTTP filesystem (the remote extra)
-
 NAN, INF = float("nan"), float("inf")
 
 
@@ -266,4 +264,4 @@ def test_run_url_problems_name_the_url(http_root, tmp_path, monkeypatch):
     assert code == 2 and "cannot be listed" in out
     monkeypatch.setitem(__import__("sys").modules, "fsspec", None)  # the remote extra is not installed
     code, _, out = _run_url("s3://bucket/run", tmp_path)
-    assert code == 2 and "s3://bucket/run" in out and "install autopsy[remote]" in out
+    assert code == 2 and "s3://bucket/run" in out and "pip install 'autopsy-ml[remote]'" in out

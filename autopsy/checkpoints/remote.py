@@ -1,18 +1,20 @@
 """Scan safetensors checkpoints where they live (``hf://``, ``s3://``, ``gs://``, ``https://``), never
 downloading them to disk.
 
-How: through fsspec (the optional ``remote`` extra: s3fs, aiohttp, huggingface_hub; gcsfs for
-``gs://``), the 8-byte length and the JSON header are read with two range requests, then the data
-section is read in ``BLOCK_BYTES`` ranges, ``IN_FLIGHT`` requests at a time, in file order, and fed
-to the same statistics as a local scan (:func:`safetensors_file.scan_entries`): identical results,
-digests included. Memory: at most ``IN_FLIGHT`` blocks plus the header, whatever the checkpoint
-size. ``hf://org/repo[@rev]/file`` is read through the Hub's resolve URL (``HF_ENDPOINT``,
-``HF_TOKEN`` honoured), which serves ranges like any HTTP server.
+How: http(s) URLs (and ``hf://org/repo[@rev]/file``, read through the Hub's resolve URL; ``HF_ENDPOINT``,
+``HF_TOKEN`` honoured) by :class:`HttpSource` (``http.client`` range requests, no extra needed);
+``s3://``/``gs://`` (and http through a proxy) through fsspec (the optional ``remote`` extra: s3fs,
+gcsfs, aiohttp; huggingface_hub lists ``hf://`` folders). The first request brings the size and the
+JSON header (a second one only for a header over HTTP_PREFIX_BYTES), then the data section is read
+in ``BLOCK_BYTES`` ranges, ``IN_FLIGHT`` requests at a time, in file order (adjacent tensors share a
+block: never a request per tensor, never a byte twice), and fed to the same statistics as a local
+scan (:func:`safetensors_file.scan_entries`): identical results, digests included. Memory: at most
+``IN_FLIGHT`` blocks plus the header, whatever the checkpoint size.
 
 A URL may name a ``.safetensors`` file, a ``*.safetensors.index.json`` (its shards are scanned),
 or (``s3``/``gs``/``hf`` and any listable store) a folder whose ``*.safetensors`` are scanned.
 torch pickles (``.bin``/``.pt``) are not read remotely (their zip layout needs many small seeks);
-the scan says so.
+the scan says so. ``autopsy run URL``: :mod:`.remote_run`.
 """
 
 from __future__ import annotations
@@ -360,7 +362,7 @@ def scan_remote_file(url: str, digest: bool = False, progress: Callable[[int], N
     try:
         src = source if source is not None else RangeSource(*fs_path, size) if fs_path is not None else open_source(url, size)
     except ImportError as exc:
-        scan.problem(f"cannot read {url.split('://')[0]}:// URLs: {exc}; install autopsy[remote]", "unreadable")
+        scan.problem(f"cannot read {url.split('://')[0]}:// URLs: {exc}; pip install 'autopsy-ml[remote]'", "unreadable")
         return scan
     except FileNotFoundError:
         scan.problem("not found (no such object at this URL)", "unreadable")
@@ -425,7 +427,7 @@ def remote_files(url: str, suffixes: tuple[str, ...] = (".safetensors",)) -> tup
             wm = json.loads(bytes(src.read(0, src.size))).get("weight_map")
             shards = sorted(set(map(str, wm.values()))) if isinstance(wm, dict) else []
         except ImportError as exc:
-            return [], f"{url}: cannot read {scheme}:// URLs ({exc}); install autopsy[remote]"
+            return [], f"{url}: cannot read {scheme}:// URLs ({exc}); pip install 'autopsy-ml[remote]'"
         except FileNotFoundError:
             return [], f"{url}: not found"
         except Exception as exc:  # noqa: BLE001
@@ -443,7 +445,7 @@ def remote_files(url: str, suffixes: tuple[str, ...] = (".safetensors",)) -> tup
         found = sorted((p, int(info.get("size") or 0)) for p, info in fs.find(path, detail=True).items()
                        if p.endswith(suffixes))
     except ImportError as exc:
-        return [], f"{url}: cannot read {scheme}:// URLs ({exc}); install autopsy[remote]"
+        return [], f"{url}: cannot read {scheme}:// URLs ({exc}); pip install 'autopsy-ml[remote]'"
     except Exception as exc:  # noqa: BLE001
         return [], f"{url}: cannot list ({type(exc).__name__}: {str(exc)[:160]}); name a .safetensors file"
     if not found:

@@ -31,6 +31,8 @@ from autopsy.checkpoints.remote import MAX_INDEX_BYTES, Url, _list_fs, open_sour
 MAX_SIDE_BYTES = 256 * 1024 * 1024
 #: all side files of one remote run together
 MAX_SIDE_TOTAL = 1024 * 1024 * 1024
+#: bytes per read while a side file is copied
+COPY_BYTES = 8 * 1024 * 1024
 #: placeholder path (str) -> (URL of the remote safetensors file, its size or None, its opened source or None)
 PLACEHOLDERS: dict[str, tuple[str, int | None, Any]] = {}
 _WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
@@ -79,7 +81,7 @@ def _fill(url: str, root: Path, mine: list[str]) -> list[tuple[str, str]]:
         try:
             src = open_source(url)
         except ImportError as exc:
-            raise RemoteRunError(f"{url}: cannot read {url.split('://')[0]}:// URLs ({exc}); install autopsy[remote]") from exc
+            raise RemoteRunError(f"{url}: cannot read {url.split('://')[0]}:// URLs ({exc}); pip install 'autopsy-ml[remote]'") from exc
         except FileNotFoundError as exc:
             raise RemoteRunError(f"{url}: not found (no such object at this URL)") from exc
         except Exception as exc:  # noqa: BLE001
@@ -96,7 +98,7 @@ def _fill(url: str, root: Path, mine: list[str]) -> list[tuple[str, str]]:
         fs, base = _list_fs(url)
         listing = fs.find(base, detail=True)
     except ImportError as exc:
-        raise RemoteRunError(f"{url}: cannot read {scheme}:// URLs ({exc}); install autopsy[remote]") from exc
+        raise RemoteRunError(f"{url}: cannot read {scheme}:// URLs ({exc}); pip install 'autopsy-ml[remote]'") from exc
     except Exception as exc:  # noqa: BLE001
         raise RemoteRunError(f"{url}: cannot list ({type(exc).__name__}: {str(exc)[:200]})") from exc
     if not listing:
@@ -120,7 +122,8 @@ def _fill(url: str, root: Path, mine: list[str]) -> list[tuple[str, str]]:
                                f"{MAX_SIDE_BYTES >> 20} MB each, {MAX_SIDE_TOTAL >> 20} MB in all)"))
         else:
             try:
-                local.write_bytes(fs.cat_file(path))
+                with fs.open(path, "rb") as src, open(local, "wb") as dst:  # streamed: bounded memory
+                    shutil.copyfileobj(src, dst, COPY_BYTES)
                 fetched += size
             except Exception as exc:  # noqa: BLE001
                 notes.append((rel, f"{url.rstrip('/')}/{rel}: cannot fetch ({type(exc).__name__}: {str(exc)[:160]})"))
