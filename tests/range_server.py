@@ -29,6 +29,7 @@ class RangeHandler(http.server.SimpleHTTPRequestHandler):
     / "HEAD ..." per request (reset it per test)."""
 
     requests: list[str] = []
+    ignore_ranges = False  # True: answer every GET with the whole file (200), as a server without Range support
     protocol_version = "HTTP/1.1"  # keep-alive: clients reuse connections as they would with a real store
 
     def log_message(self, *args: object) -> None:  # quiet
@@ -43,7 +44,7 @@ class RangeHandler(http.server.SimpleHTTPRequestHandler):
         size = os.path.getsize(path)
         type(self).requests.append(f"{self.command} {rng or 'whole file'}")
         m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng or "")
-        if m is None:
+        if m is None or type(self).ignore_ranges:
             fh = open(path, "rb")  # noqa: SIM115 - closed by the handler after the copy
             self.send_response(200)
             self.send_header("Content-Type", "application/octet-stream")
@@ -94,6 +95,7 @@ class _Limited:
 def serve(root: str | os.PathLike[str], port: int = 0) -> Iterator[str]:
     """Serve ``root`` on 127.0.0.1 from a thread of this process; yields the base URL (no trailing slash)."""
     RangeHandler.requests = []
+    RangeHandler.ignore_ranges = False
     handler = lambda *a, **k: RangeHandler(*a, directory=str(root), **k)  # noqa: E731
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
     srv.daemon_threads = True

@@ -116,6 +116,10 @@ def test_bad_remote_inputs_are_reported_not_raised(http_root, capsys):
     cut = rm.scan_remote_file(f"{base}/cut.safetensors")
     assert any("truncated" in m for _, m in cut.problems) and 0 < len(cut.tensors) < len(full)
     assert rm.scan_remote_file("http://127.0.0.1:9/x.safetensors").status == "unreadable"  # nothing listens
+    RangeHandler.ignore_ranges = True  # a server without Range support: refused, never downloaded whole
+    no_ranges = rm.scan_remote_file(f"{base}/ok.safetensors")
+    assert no_ranges.status == "unreadable" and "ignores Range requests" in no_ranges.problems[0][1]
+    RangeHandler.ignore_ranges = False
     assert scan_command([f"{base}/missing.safetensors"]) == 2
     assert scan_command([f"{base}/model.bin"]) == 2
     assert "remote torch pickles are not read" in capsys.readouterr().err

@@ -176,37 +176,48 @@ class HttpSource:
         for _ in range(10):
             r, c = self._request(url, 0, HTTP_PREFIX_BYTES, headers)
             if r.status in _REDIRECTS and r.getheader("Location"):
-                r.read()
+                self._drop(r, c)
                 url = urljoin(url, r.getheader("Location"))
                 if urlsplit(url).netloc != origin:
                     headers.pop("Authorization", None)
                 continue
-            data = self._body(r, c, HTTP_PREFIX_BYTES)
+            data = self._body(r, c, 0, HTTP_PREFIX_BYTES)
             self._target, self._headers = url, headers
             return data
         raise OSError("more than 10 redirects")
 
-    def _body(self, r: Any, c: Any, n: int) -> Any:
-        """The body of a 206 response read into one new buffer (a ``bytearray``); errors for anything else."""
-        if r.status == 404:
+    def _drop(self, r: Any, c: Any) -> None:
+        """Done with a response that is not data: a short body is read (the connection stays usable), else closed."""
+        if r.length is not None and r.length <= 65536:
             r.read()
+        else:
+            c.close()
+            self._local.conns.clear()
+
+    def _body(self, r: Any, c: Any, offset: int, n: int) -> Any:
+        """The body of a 206 response for ``n`` bytes at ``offset``, read into one new buffer (a ``bytearray``);
+        errors for anything else. Never more than ``n`` bytes are taken, whatever the server says."""
+        if r.status == 404:
+            self._drop(r, c)
             raise FileNotFoundError("HTTP 404")
         if r.status == 416:  # range past the end: an empty object
-            r.read()
+            self._drop(r, c)
             self.size = max(self.size, 0)
             return b""
         if r.status != 206:
-            c.close()  # a 200 would be the whole object: never read it
-            self._local.conns.clear()
+            self._drop(r, c)  # a 200 would be the whole object: never read it
             if r.status == 200:
                 raise OSError("the server ignores Range requests (HTTP 200): parts of the file cannot be read")
             raise OSError(f"HTTP {r.status} {r.reason}")
         m = re.match(r"bytes (\d+)-(\d+)/(\d+|\*)", r.getheader("Content-Range") or "")
-        if m and m[3] != "*":
-            self.size = int(m[3])
-        length = int(m[2]) - int(m[1]) + 1 if m else n
+        if m is None or int(m[1]) != offset or int(m[2]) - offset + 1 > n or m[3] == "*":
+            c.close()
+            self._local.conns.clear()
+            raise OSError(f"HTTP 206 with Content-Range {r.getheader('Content-Range')!r} for bytes {offset}-{offset + n - 1}")
+        self.size = int(m[3])
+        length = int(m[2]) - offset + 1
         buf = bytearray(length)
-        view = memoryview(buf)[:length]
+        view = memoryview(buf)
         got = 0
         while got < length:
             k = r.readinto(view[got:])
@@ -231,7 +242,7 @@ class HttpSource:
                 return head
             offset += len(head)
         r, c = self._request(self._target, offset, end - offset, self._headers)
-        body = self._body(r, c, end - offset)
+        body = self._body(r, c, offset, end - offset)
         return head + body if head else body
 
     def close(self) -> None:
