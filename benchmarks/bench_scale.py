@@ -173,6 +173,7 @@ def main() -> None:
     ap.add_argument("--tiny", default="100000,300000")
     ap.add_argument("--no-moe", action="store_true")
     ap.add_argument("--no-remote", action="store_true")
+    ap.add_argument("--remote-only", action="store_true", help="write the MoE shards, time only the remote reads")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="autopsy-bench-scale-"))
@@ -198,6 +199,10 @@ def main() -> None:
             naive.write_text(NAIVE)
             fl = " ".join(map(str, files))
             subprocess.run(f"cat {fl} > /dev/null", shell=True)
+            if args.remote_only:
+                print("remote (local HTTP server with Range, first shard):")
+                remote(files[0], args.repeat)
+                return
             runs = bench({"cat (warm)": f"cat {fl} > /dev/null",
                           "autopsy scan (table)": f"{PY} -m autopsy scan {d} > /dev/null",
                           "autopsy scan --format json": f"{PY} -m autopsy scan {d} --format json -o /dev/null",
