@@ -112,7 +112,8 @@ def _write(text: str, output: Path) -> None:
 
 @app.command("run", cls=PlainHelpCommand)
 def run_cmd(
-    path: Annotated[Path, typer.Argument(help="Run output directory, or a single log file.")],
+    path: Annotated[str, typer.Argument(help="Run output directory, or a single log file; or a URL (s3://, gs://, hf://, "
+                                             "https://) of a safetensors file, its index or a remote run folder.")],
     fmt: Annotated[Format, typer.Option("--format", "-f", help="Report format.")] = Format.html,
     output: Annotated[str | None, typer.Option("--output", "-o", help="Report file; '-' for stdout.")] = None,
     fail_on: Annotated[FailOn, typer.Option("--fail-on", help="Exit 1 when a finding is at or above this severity.")] = FailOn.error,
@@ -120,10 +121,24 @@ def run_cmd(
     baseline: Annotated[Path | None, typer.Option("--baseline", help="A run that worked: compare against it (as autopsy compare).")] = None,
 ) -> None:
     """Analyse a run: read what it left behind, diagnose, write a report. PATH '-' reads a log from stdin."""
-    if str(path) == "-":
+    if path == "-":
         _run_stdin(fmt, output, fail_on, quiet, baseline)
         return
-    _run(path, fmt, output, fail_on, quiet, baseline=baseline)
+    if "://" in path and not path.lower().startswith("file://"):
+        _run_remote(path, fmt, output, fail_on, quiet, baseline)
+        return
+    _run(Path(path), fmt, output, fail_on, quiet, baseline=baseline)
+
+
+def _run_remote(url: str, fmt: Format, output: str | None, fail_on: FailOn, quiet: bool, baseline: Path | None) -> None:
+    """A run at a URL: its checkpoints scanned where they are, its small side files fetched (autopsy/checkpoints/remote_run.py)."""
+    from autopsy.checkpoints.remote_run import RemoteRunError, stage
+
+    try:
+        with stage(url) as (root, notes):
+            _run(root, fmt, output, fail_on, quiet, notes, baseline=baseline, note_kind="remote", shown=url)
+    except RemoteRunError as exc:
+        fail(str(exc), "check the URL and the credentials (AWS_*, HF_TOKEN); s3://, gs:// and hf:// need 'autopsy-ml[remote]'")
 
 
 def _run_stdin(fmt: Format, output: str | None, fail_on: FailOn, quiet: bool, baseline: Path | None = None) -> None:
@@ -149,7 +164,9 @@ def _run_stdin(fmt: Format, output: str | None, fail_on: FailOn, quiet: bool, ba
 
 def _run(path: Path, fmt: Format, output: str | None, fail_on: FailOn, quiet: bool,
          notes: list[tuple[str, str]] | None = None, report_name: str | None = None,
-         baseline: Path | None = None) -> None:
+         baseline: Path | None = None, note_kind: str = "text_log", shown: str | None = None) -> None:
+    """``notes``: [(artifact path, problem)] added to the report as ``note_kind`` artifacts; ``shown``: the run's
+    root as the report names it (a URL), when ``path`` only stands for it."""
     from autopsy.api import analyze
 
     try:
@@ -163,7 +180,11 @@ def _run(path: Path, fmt: Format, output: str | None, fail_on: FailOn, quiet: bo
         fail(f"internal error while analysing {path}: {type(exc).__name__}: {exc}", "set AUTOPSY_DEBUG=1 for the traceback")
         return
     for where, message in notes or ():
-        analysis.run.problem(where, "text_log", message, "partial")
+        analysis.run.problem(where, note_kind, message, "partial")
+    if shown is not None:
+        from autopsy.checkpoints.remote import Url
+
+        analysis.run.root = Url(shown)  # type: ignore[assignment]
     report = analysis.to_dict()
     if fmt in (Format.github, Format.sarif):
         from autopsy.many_cli import ci_output
@@ -235,7 +256,7 @@ def _indent(text: str) -> str:
 @app.command("scan", cls=PlainHelpCommand)
 def scan_cmd(
     paths: Annotated[list[str], typer.Argument(help="Checkpoint files, checkpoint dirs or a whole output dir; or "
-                                                     "URLs (hf://, s3://, gs://, https://; needs autopsy[remote]).")],
+                                                     "URLs (hf://, s3://, gs://, https://; s3, gs and hf folders need autopsy-ml[remote]).")],
     fmt: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
     workers: Annotated[int, typer.Option("--workers", "-j", help="Files scanned at once, as worker processes (0 = one per CPU core, at most 2).")] = 0,
     output: Annotated[str | None, typer.Option("--output", "-o", help="Write to a file instead of stdout.")] = None,

@@ -8,8 +8,9 @@
   (``safetensors.torch.load_file`` + ``isnan/isinf`` per tensor), each a whole process;
 * files of N tiny tensors (``--tiny``; 100k is the issue's bound: <= 3 s and <= 200 MB each for
   scan table, scan JSON and run; 300k must finish);
-* remote: the first MoE shard served by a local HTTP server with Range support: the server's own
-  raw read (one streamed GET of the whole file) against ``autopsy scan http://...``.
+* remote: the first MoE shard served by the tests' Range HTTP server (tests/range_server.py, its own
+  process): the raw read of the same bytes from the same server (curl: 8 parallel ranges, and one GET)
+  against whole ``autopsy scan http://...`` / ``autopsy run http://...`` processes.
 
 Figures: median wall seconds, CPU seconds (user+sys of the process tree: the fair figure on a
 shared machine) and peak RSS (``/usr/bin/time``). Files go under ``$TMPDIR`` (default /tmp) and
@@ -19,7 +20,6 @@ are deleted unless ``--keep``.
 from __future__ import annotations
 
 import argparse
-import http.server
 import json
 import os
 import re
@@ -28,9 +28,7 @@ import statistics
 import struct
 import subprocess
 import tempfile
-import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -136,60 +134,36 @@ def bench(cmds: dict[str, str], repeat: int, once: tuple[str, ...] = ()) -> dict
     return runs
 
 
-class _Range(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *a: object) -> None:
-        pass
-
-    def send_head(self):  # type: ignore[override]
-        path = self.translate_path(self.path)
-        m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range") or "")
-        if m is None or not os.path.isfile(path):
-            return super().send_head()
-        size = os.path.getsize(path)
-        a, b = int(m[1]), min(int(m[2]) if m[2] else size - 1, size - 1)
-        fh = open(path, "rb")  # noqa: SIM115
-        fh.seek(a)
-        self.send_response(206)
-        self.send_header("Content-Range", f"bytes {a}-{b}/{size}")
-        self.send_header("Content-Length", str(b - a + 1))
-        self.end_headers()
-        return _Lim(fh, b - a + 1)
-
-
-class _Lim:
-    def __init__(self, fh, n):
-        self.fh, self.left = fh, n
-
-    def read(self, n=-1):
-        n = self.left if n < 0 else min(n, self.left)
-        data = self.fh.read(n)
-        self.left -= len(data)
-        return data
-
-    def close(self):
-        self.fh.close()
+def _curl_ranges(url: str, size: int, parts: int = 8) -> str:
+    """One curl process fetching the file as ``parts`` parallel range requests (the server's raw read)."""
+    step = -(-size // parts)
+    args = " ".join(f"-r {a}-{min(size, a + step) - 1} -o /dev/null {url}" for a in range(0, size, step))
+    return f"curl -s -Z --parallel-max {parts} {args}"
 
 
 def remote(shard: Path, repeat: int) -> None:
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), lambda *a, **k: _Range(*a, directory=str(shard.parent), **k))
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{srv.server_address[1]}/{shard.name}"
-    size = shard.stat().st_size
-    raw, scans = [], []
+    """The Range server of the tests (tests/range_server.py) in its own process, so that client and server
+    do not share one interpreter; raw = curl with 8 parallel ranges and one plain GET of the same file."""
+    srv = subprocess.Popen([PY, str(REPO / "tests" / "range_server.py"), str(shard.parent)], stdout=subprocess.PIPE, text=True)
     try:
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            with urllib.request.urlopen(url) as r:  # the server's own raw read: one streamed GET
-                while r.read(8 << 20):
-                    pass
-            raw.append(time.perf_counter() - t0)
-            scans.append(timed(f"{PY} -m autopsy scan {url} --format json -o /dev/null"))
+        base = srv.stdout.readline().strip()
+        url = f"{base}/{shard.name}"
+        size = shard.stat().st_size
+        subprocess.run(f"cat {shard} > /dev/null", shell=True)
+        runs = bench({"raw: curl, 8 parallel ranges": _curl_ranges(url, size),
+                      "raw: curl, one GET": f"curl -s -o /dev/null {url}",
+                      "autopsy scan URL --format json": f"{PY} -m autopsy scan {url} --format json -o /dev/null",
+                      "autopsy scan URL (table)": f"{PY} -m autopsy scan {url} > /dev/null",
+                      "autopsy run URL": f"{PY} -m autopsy run {url} -f json -o /dev/null -q"}, repeat)
     finally:
-        srv.shutdown()
-    r_med, s_med = statistics.median(raw), statistics.median(x["wall"] for x in scans)
-    print(f"  raw GET of {size / 1e9:.2f} GB: {r_med:.2f} s ({size / r_med / 1e6:.0f} MB/s); autopsy scan {url.split('/')[2]}/..: "
-          f"{s_med:.2f} s ({size / s_med / 1e6:.0f} MB/s), peak {max(x['rss'] for x in scans):.0f} MB, "
-          f"rc {scans[-1]['rc']}; scan / raw = {s_med / r_med:.2f}x (target <= 1.5x)")
+        srv.terminate()
+        srv.wait()
+    med = {k: statistics.median(x["wall"] for x in v) for k, v in runs.items()}
+    raw = min(med["raw: curl, 8 parallel ranges"], med["raw: curl, one GET"])
+    print(f"  {size / 1e9:.2f} GB; raw (faster curl) {raw:.2f} s = {size / raw / 1e6:.0f} MB/s")
+    for k in ("autopsy scan URL --format json", "autopsy scan URL (table)", "autopsy run URL"):
+        print(f"  {k}: {med[k]:.2f} s = {size / med[k] / 1e6:.0f} MB/s, {med[k] / raw:.2f}x the raw read (target <= 1.5x), "
+              f"peak {max(x['rss'] for x in runs[k]):.0f} MB")
 
 
 def main() -> None:
@@ -199,6 +173,7 @@ def main() -> None:
     ap.add_argument("--tiny", default="100000,300000")
     ap.add_argument("--no-moe", action="store_true")
     ap.add_argument("--no-remote", action="store_true")
+    ap.add_argument("--remote-only", action="store_true", help="write the MoE shards, time only the remote reads")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="autopsy-bench-scale-"))
@@ -224,6 +199,10 @@ def main() -> None:
             naive.write_text(NAIVE)
             fl = " ".join(map(str, files))
             subprocess.run(f"cat {fl} > /dev/null", shell=True)
+            if args.remote_only:
+                print("remote (local HTTP server with Range, first shard):")
+                remote(files[0], args.repeat)
+                return
             runs = bench({"cat (warm)": f"cat {fl} > /dev/null",
                           "autopsy scan (table)": f"{PY} -m autopsy scan {d} > /dev/null",
                           "autopsy scan --format json": f"{PY} -m autopsy scan {d} --format json -o /dev/null",

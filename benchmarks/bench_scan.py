@@ -2,7 +2,7 @@
 
 Writes a sharded bf16 safetensors checkpoint (default 4 GB, 4 shards, planted NaN/+Inf/-Inf) into
 .bench/ (gitignored), then times as separate processes: `cat > /dev/null` (warm), an O_DIRECT read
-(cold-read rate), `autopsy scan`, the naive peer (torch import + safetensors.torch.load_file +
+(cold-read rate), `autopsy scan` (JSON and table), `autopsy run` on the folder, the naive peer (torch import + safetensors.torch.load_file +
 torch.isnan/isinf per tensor) and `autopsy diff DIR DIR`. The page cache here is dropped after ~30 s
 idle, so the files are re-read right before each timed command. Peak RSS of the largest process from
 /usr/bin/time; one extra untimed run samples the whole process tree (workers included). With --cold
@@ -142,6 +142,8 @@ def main() -> None:
         "cat (warm)": f"cat {fl} > /dev/null",
         "O_DIRECT read (cold rate)": " ; ".join(f"dd if={f} of=/dev/null bs=8M iflag=direct status=none" for f in files),
         "autopsy scan": scan_cmd,
+        "autopsy scan (table)": f"{PY} -m autopsy scan {d} --workers {args.workers} > /dev/null",
+        "autopsy run": f"{PY} -m autopsy run {d} -f json -o /dev/null -q",
         "naive torch scan": f"{PY} {naive_py} {fl}",
         "cat x2 (warm)": f"cat {fl} {fl} > /dev/null",
         "autopsy diff DIR DIR": f"{PY} -m autopsy diff {d} {d} --format json -o /dev/null",
@@ -169,11 +171,13 @@ def main() -> None:
     ratios = sorted(n[0] / a[0] for n, a in zip(runs["naive torch scan"], runs["autopsy scan"]))
     print(f"whole process: naive / autopsy scan = {med['naive torch scan'] / med['autopsy scan']:.1f}x (medians); "
           f"per run {', '.join(f'{r:.1f}x' for r in ratios)}")
+    for k in ("autopsy scan (table)", "autopsy run"):
+        print(f"whole process: naive / {k} = {med['naive torch scan'] / med[k]:.1f}x (medians)")
     print(f"diff / (cat both) = {med['autopsy diff DIR DIR'] / med['cat x2 (warm)']:.2f}x (medians)")
     print(f"found: {scan['summary']['nonfinite_tensors']} non-finite tensors (planted 2); "
           f"naive found {runs['naive torch scan'][-1][2].strip()}")
     # memory: one more (untimed) run of each, sampling the whole process tree every 20 ms
-    for k in ("autopsy scan", "naive torch scan"):
+    for k in ("autopsy scan", "autopsy run", "naive torch scan"):
         warm(files)
         m = measure(["bash", "-c", cmds[k]])
         print(f"memory of {k}: largest process {m.peak_rss_mb:.0f} MB; all processes summed: "

@@ -5,87 +5,28 @@ Results must equal the local scan of the same file, digests included, and no byt
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
-import re
-import threading
 from pathlib import Path
 
 import pytest
 import torch
+from range_server import RangeHandler, serve
 from safetensors.torch import save_file
 
-from autopsy.checkpoints import scan_file
 from autopsy.checkpoints import remote as rm
+from autopsy.checkpoints import scan_file
 from autopsy.checkpoints.cli import scan_command
 
-pytest.importorskip("aiohttp")  # fsspec's HTTP filesystem (the remote extra)
-
 NAN, INF = float("nan"), float("inf")
-
-
-class RangeHandler(http.server.SimpleHTTPRequestHandler):
-    """Python's file server plus ``Range: bytes=a-b`` (206 Partial Content), which it lacks."""
-
-    requests: list[str] = []
-
-    def log_message(self, *args: object) -> None:  # quiet
-        pass
-
-    def send_head(self):  # type: ignore[override]
-        path = self.translate_path(self.path)
-        rng = self.headers.get("Range")
-        if not os.path.isfile(path):
-            self.send_error(404)
-            return None
-        size = os.path.getsize(path)
-        type(self).requests.append(f"{self.command} {rng or 'whole file'}")
-        m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng or "")
-        if m is None:
-            return super().send_head()
-        a = int(m[1])
-        b = min(int(m[2]) if m[2] else size - 1, size - 1)
-        if a >= size:
-            self.send_error(416)
-            return None
-        fh = open(path, "rb")  # noqa: SIM115
-        fh.seek(a)
-        self.send_response(206)
-        self.send_header("Content-Type", "application/octet-stream")
-        self.send_header("Accept-Ranges", "bytes")
-        self.send_header("Content-Range", f"bytes {a}-{b}/{size}")
-        self.send_header("Content-Length", str(b - a + 1))
-        self.end_headers()
-        return _Limited(fh, b - a + 1)
-
-
-class _Limited:
-    def __init__(self, fh, n):
-        self.fh, self.left = fh, n
-
-    def read(self, n=-1):
-        n = self.left if n < 0 else min(n, self.left)
-        data = self.fh.read(n)
-        self.left -= len(data)
-        return data
-
-    def close(self):
-        self.fh.close()
 
 
 @pytest.fixture()
 def http_root(tmp_path):
     root = tmp_path / "srv"
     root.mkdir()
-    RangeHandler.requests = []
-    handler = lambda *a, **k: RangeHandler(*a, directory=str(root), **k)  # noqa: E731
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    yield root, f"http://127.0.0.1:{srv.server_address[1]}"
-    srv.shutdown()
-    srv.server_close()
+    with serve(root) as base:
+        yield root, base
 
 
 def _model(n: int = 300) -> dict[str, torch.Tensor]:
@@ -113,9 +54,13 @@ def test_https_scan_equals_local_scan_with_parallel_ranges(http_root, monkeypatc
     assert got.problems == []
     _same(got, scan_file(root / "model.safetensors", digest=True))
     assert set(os.listdir(tmp_path)) == before  # nothing downloaded next to it
-    ranges = [r for r in RangeHandler.requests if r.startswith("GET bytes=")]
-    assert len(ranges) >= 6 and "GET whole file" not in RangeHandler.requests  # header + blocks, never the file
-    assert got.metadata["remote"]["bytes_read"] <= (root / "model.safetensors").stat().st_size
+    size = (root / "model.safetensors").stat().st_size
+    assert "GET whole file" not in RangeHandler.requests and all(r.startswith("GET bytes=") for r in RangeHandler.requests)
+    spans = sorted(tuple(map(int, r[len("GET bytes="):].split("-"))) for r in RangeHandler.requests)
+    # the first request brings the size and the header; then the data in blocks: each byte fetched once
+    assert len(spans) >= 4 and spans[0][0] == 0 and spans[-1][1] == size - 1
+    assert all(b[0] == a[1] + 1 for a, b in zip(spans, spans[1:]))
+    assert got.metadata["remote"] == {"requests": len(spans), "bytes_read": size}
 
 
 def test_scan_command_on_a_url_reports_like_a_local_file(http_root, tmp_path):
@@ -171,15 +116,20 @@ def test_bad_remote_inputs_are_reported_not_raised(http_root, capsys):
     cut = rm.scan_remote_file(f"{base}/cut.safetensors")
     assert any("truncated" in m for _, m in cut.problems) and 0 < len(cut.tensors) < len(full)
     assert rm.scan_remote_file("http://127.0.0.1:9/x.safetensors").status == "unreadable"  # nothing listens
+    RangeHandler.ignore_ranges = True  # a server without Range support: refused, never downloaded whole
+    no_ranges = rm.scan_remote_file(f"{base}/ok.safetensors")
+    assert no_ranges.status == "unreadable" and "ignores Range requests" in no_ranges.problems[0][1]
+    RangeHandler.ignore_ranges = False
     assert scan_command([f"{base}/missing.safetensors"]) == 2
     assert scan_command([f"{base}/model.bin"]) == 2
     assert "remote torch pickles are not read" in capsys.readouterr().err
 
 
-def test_s3_scan_against_moto_server(tmp_path, monkeypatch):
+@pytest.fixture()
+def s3_endpoint(monkeypatch):
+    """moto's S3 server mode on a local port (a real HTTP endpoint), credentials and endpoint in the environment."""
     pytest.importorskip("s3fs")
     server_mod = pytest.importorskip("moto.server")
-    import boto3
     import s3fs
 
     srv = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -191,6 +141,17 @@ def test_s3_scan_against_moto_server(tmp_path, monkeypatch):
                      "AWS_ENDPOINT_URL": endpoint}.items():
             monkeypatch.setenv(k, v)
         s3fs.S3FileSystem.clear_instance_cache()
+        yield endpoint
+    finally:
+        srv.stop()
+        s3fs.S3FileSystem.clear_instance_cache()
+
+
+def test_s3_scan_against_moto_server(tmp_path, s3_endpoint):
+    import boto3
+
+    endpoint = s3_endpoint
+    if True:
         local = tmp_path / "model.safetensors"
         save_file(_model(), str(local))
         s3 = boto3.client("s3", endpoint_url=endpoint)
@@ -204,9 +165,6 @@ def test_s3_scan_against_moto_server(tmp_path, monkeypatch):
         out = tmp_path / "o.json"
         assert scan_command(["s3://ckpts/run1"], fmt="json", output=str(out)) == 1
         assert json.loads(out.read_text())["summary"]["nonfinite_tensors"] == 2
-    finally:
-        srv.stop()
-        s3fs.S3FileSystem.clear_instance_cache()
 
 
 def test_url_detection():
@@ -214,3 +172,100 @@ def test_url_detection():
     assert not rm.is_url("file:///tmp/x") and not rm.is_url("/tmp/x.safetensors") and not rm.is_url("C:\\x")
     assert rm.Url("s3://b/k/model.safetensors").name == "model.safetensors"
     assert isinstance(Path("x"), Path)
+
+
+# -- autopsy run URL ---------------------------------------------------------------------------------
+
+def _run_url(url: str, tmp_path: Path) -> tuple[int, dict, str]:
+    from typer.testing import CliRunner
+
+    from autopsy.cli import app
+
+    out = tmp_path / "report.json"
+    res = CliRunner().invoke(app, ["run", url, "-f", "json", "-o", str(out), "-q"])
+    return res.exit_code, (json.loads(out.read_text()) if out.exists() else {}), res.output
+
+
+def _nan_run(d: Path) -> None:
+    """A HF-Trainer-like run: loss goes NaN at step 30, checkpoint-40 holds NaN weights."""
+    logs = [{"step": s, "loss": 2.0 - 0.01 * s if s < 30 else float("nan"), "learning_rate": 1e-3, "grad_norm": 1.0}
+            for s in range(10, 41, 10)]
+    ck = d / "checkpoint-40"
+    ck.mkdir(parents=True)
+    (ck / "trainer_state.json").write_text(json.dumps({"global_step": 40, "log_history": logs}))
+    (d / "config.json").write_text(json.dumps({"model_type": "llama", "torch_dtype": "bfloat16"}))
+    save_file(_model(40), str(ck / "model.safetensors"))
+
+
+def test_run_on_an_https_safetensors_url(http_root, tmp_path):
+    root, base = http_root
+    save_file(_model(), str(root / "model.safetensors"))
+    code, doc, _ = _run_url(f"{base}/model.safetensors", tmp_path)
+    assert code == 1 and doc["run"]["root"] == f"{base}/model.safetensors"
+    assert "CKPT001" in [f["code"] for f in doc["findings"]]
+    (ck,) = doc["run"]["checkpoints"]
+    assert ck["tensors"] == 302 and ck["nonfinite_tensors"] == 2
+    assert "GET whole file" not in RangeHandler.requests  # ranges only: never the whole file
+    assert [p for p in tmp_path.rglob("*.safetensors") if root not in p.parents] == []  # nothing downloaded
+
+
+def test_run_on_an_index_url_scans_the_shards(http_root, tmp_path):
+    root, base = http_root
+    d = _model(40)
+    names = sorted(d)
+    a, b = {k: d[k] for k in names[:20]}, {k: d[k] for k in names[20:]}
+    save_file(a, str(root / "model-00001-of-00002.safetensors"))
+    save_file(b, str(root / "model-00002-of-00002.safetensors"))
+    wm = {k: "model-00001-of-00002.safetensors" for k in a} | {k: "model-00002-of-00002.safetensors" for k in b}
+    (root / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": wm}))
+    code, doc, _ = _run_url(f"{base}/model.safetensors.index.json", tmp_path)
+    assert code == 1
+    (ck,) = doc["run"]["checkpoints"]
+    assert ck["tensors"] == len(d) and len(ck["files"]) == 3  # the index and both shards
+
+
+def test_run_on_an_s3_run_folder_reads_logs_and_scans_checkpoints_remotely(tmp_path, s3_endpoint, monkeypatch):
+    import boto3
+
+    from autopsy.checkpoints import remote_run
+
+    local = tmp_path / "run"
+    _nan_run(local)
+    (local / "huge.log").write_text("x" * 5000)
+    (local / "checkpoint-40" / "optimizer.pt").write_bytes(b"not read remotely")
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint)
+    s3.create_bucket(Bucket="runs")
+    for f in local.rglob("*"):
+        if f.is_file():
+            s3.upload_file(str(f), "runs", f"exp1/{f.relative_to(local)}")
+    monkeypatch.setattr(remote_run, "MAX_SIDE_BYTES", 4096)  # huge.log is over it: listed, not fetched
+    code, doc, _ = _run_url("s3://runs/exp1", tmp_path / "out")
+    assert code == 1 and doc["run"]["root"] == "s3://runs/exp1"
+    codes = [f["code"] for f in doc["findings"]]
+    assert "CKPT001" in codes  # the checkpoint, scanned by ranges
+    arts = {a["path"]: a for a in doc["artifacts"]}
+    assert arts["checkpoint-40/trainer_state.json"]["status"] == "read"  # fetched and read: the logged loss
+    assert "loss" in json.dumps(doc["run"]["metrics"]) and arts["config.json"]["status"] == "read"
+    assert arts["checkpoint-40/model.safetensors"]["status"] == "read"
+    assert "not fetched" in arts["huge.log"]["problem"] and "s3://runs/exp1/huge.log" in arts["huge.log"]["problem"]
+    assert "remote torch pickles are not read" in arts["checkpoint-40/optimizer.pt"]["problem"]
+    assert remote_run.PLACEHOLDERS == {}  # the staging folder and its registry are gone
+
+
+def test_run_url_problems_name_the_url(http_root, tmp_path, monkeypatch):
+    root, base = http_root
+    save_file(_model(20), str(root / "ok.safetensors"))
+    data = (root / "ok.safetensors").read_bytes()
+    (root / "cut.safetensors").write_bytes(data[: len(data) - 1000])
+    code, _, out = _run_url("http://127.0.0.1:9/run/model.safetensors", tmp_path)  # nothing listens
+    assert code == 2 and "http://127.0.0.1:9/run/model.safetensors" in out and "cannot reach" in out
+    code, _, out = _run_url(f"{base}/missing.safetensors", tmp_path)
+    assert code == 2 and f"{base}/missing.safetensors" in out and "not found" in out
+    code, doc, _ = _run_url(f"{base}/cut.safetensors", tmp_path)  # partly readable: the analysis goes on
+    (art,) = [a for a in doc["artifacts"] if a["path"] == "cut.safetensors"]
+    assert art["status"] == "partial" and "truncated" in art["problem"] and f"{base}/cut.safetensors" in art["problem"]
+    code, _, out = _run_url(f"{base}/somewhere/", tmp_path)
+    assert code == 2 and "cannot be listed" in out
+    monkeypatch.setitem(__import__("sys").modules, "fsspec", None)  # the remote extra is not installed
+    code, _, out = _run_url("s3://bucket/run", tmp_path)
+    assert code == 2 and "s3://bucket/run" in out and "pip install 'autopsy-ml[remote]'" in out

@@ -109,3 +109,24 @@ def test_non_finite_max_abs_in_json_is_a_string_and_all_zero_rows_are_capped(tmp
     out = capsys.readouterr().out
     assert "(10 all-zero, the rest finite)" in out
     assert sum(1 for ln in out.splitlines() if "│ F32" in ln) == 1 + 20
+
+
+def test_json_tensor_text_equals_the_json_encoder(tmp_path):
+    """scan --format json writes tensors by %-format (no dict each): the text must be the encoder's, character
+    for character, for every dtype, odd names (quotes, backslash, non-ASCII), scalars, empty and all-NaN tensors."""
+    from autopsy.checkpoints import scan_output as so
+
+    d = _mixed()
+    d['we"ird\\name.ünï.层.0'] = torch.tensor([1.5, NAN])
+    d["scalar"] = torch.tensor(2.0)
+    d["empty"] = torch.zeros(0, 4)
+    d["all_nan"] = torch.full((3,), NAN)
+    d["big"] = torch.full((2,), 3e38)
+    save_file(d, str(tmp_path / "m.safetensors"))
+    for digest in (False, True):
+        ts = so.problem_first(scan_file(tmp_path / "m.safetensors", digest=digest).tensors)
+        assert so._tensors_text(ts) == so._ENC.encode([so._tensor_json(t) for t in ts])[1:-1]
+    out = tmp_path / "o.json"
+    scan_command([str(tmp_path / "m.safetensors")], fmt="json", output=str(out))
+    doc = json.loads(out.read_text())
+    assert {t["name"] for t in doc["files"][0]["tensors"]} == set(d)

@@ -6,6 +6,7 @@ The schema of what this produces is in the package docstring (autopsy/checkpoint
 from __future__ import annotations
 
 import json
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -34,8 +35,13 @@ MAX_SIDE_JSON = 50 * 1024 * 1024
 def collect(builder: Any, discovery: Any) -> None:
     groups = group_files(discovery.files)
     todo = [f for g in groups for f in g.files]
-    with ThreadPoolExecutor(max_workers=auto_workers()) as pool:
-        scans = dict(zip((f.path for f in todo), pool.map(lambda f: scan_file(f.path, f.kind), todo)))
+    rr = sys.modules.get("autopsy.checkpoints.remote_run")
+    if len(todo) <= 1 or (rr is not None and rr.PLACEHOLDERS):  # one file, or remote ones (each read by
+        # parallel range requests already; one at a time keeps the memory to one reader's blocks): no thread
+        scans = {f.path: _scan(f) for f in todo}
+    else:
+        with ThreadPoolExecutor(max_workers=auto_workers()) as pool:
+            scans = dict(zip((f.path for f in todo), pool.map(_scan, todo)))
     checkpoints = []
     for g in groups:
         ck = build_checkpoint(g, [scans[f.path] for f in g.files], builder.rel)
@@ -48,10 +54,25 @@ def collect(builder: Any, discovery: Any) -> None:
     builder.run.checkpoint_analysis = analyze(checkpoints)
 
 
+def _scan(f: Found) -> FileScan:
+    """A local file, or (``autopsy run URL``) the remote safetensors object a placeholder stands for."""
+    rr = sys.modules.get("autopsy.checkpoints.remote_run")  # loaded only by a remote run
+    remote = rr.PLACEHOLDERS.get(str(f.path)) if rr is not None else None
+    if remote is None:
+        return scan_file(f.path, f.kind)
+    from autopsy.checkpoints.remote import scan_remote_file
+
+    scan = scan_remote_file(remote[0], digest=True, size=remote[1], source=remote[2])
+    if scan.problems:  # the report shows the placeholder's relative path: the URL goes into the message
+        scan.problems = [(st, f"{remote[0]}: {m}") for st, m in scan.problems]
+    scan.path = f.path
+    return scan
+
+
 def _register(builder: Any, found: Found, scan: FileScan) -> None:
     worst = scan.status
     msg = "; ".join(m for _, m in scan.problems) or None
-    builder.artifact(found.path, found.kind, status=worst, problem=msg, size=found.size)
+    builder.artifact(found.path, found.kind, status=worst, problem=msg, size=found.size or scan.bytes)
     if worst == "read" and msg:
         for a in builder.run.artifacts:
             if a.path == builder.rel(found.path) and not a.problem:
@@ -87,21 +108,25 @@ def build_checkpoint(g: Group, scans: list[FileScan], rel: Any = str) -> Checkpo
     ck = Checkpoint(path=rel(g.path), step=g.step, kind=g.kind)
     weights_ordered: list = []
     ordered = True
+    # the weights in file order are only needed to name an optimizer's parameters: 100k-tensor
+    # checkpoints without an optimizer state skip the copy
+    has_optimizer = any(s.obj is not None and role_of(s.path.name) in ("optimizer", "resume") for s in scans)
     for scan in scans:
         ck.files.append(CheckpointFile(path=rel(scan.path), format=scan.format, bytes=scan.bytes,
                                        seconds=round(scan.seconds, 6), tensors=scan.tensors,
                                        problem="; ".join(m for _, m in scan.problems) or None))
         role = role_of(scan.path.name)
         if role in ("weights", "deepspeed_model", "resume"):
-            weights_ordered.extend(t for t in scan.tensors if not t.name.startswith(("optimizer", "loops", "callbacks")))
+            if has_optimizer:
+                weights_ordered.extend(t for t in scan.tensors if not t.name.startswith(("optimizer", "loops", "callbacks")))
             ordered = ordered and scan.format != "safetensors"
     for scan in scans:
         role = role_of(scan.path.name)
         obj = scan.obj
-        stats = {t.name: t for t in scan.tensors}
         if role in ("optimizer", "resume", "deepspeed_optim") and obj is not None:
             opts = find_optimizers(obj)
             if opts:
+                stats = {t.name: t for t in scan.tensors}
                 prefix, opt = opts[0]
                 mapping = map_param_names(opt, weights_ordered, ordered and bool(weights_ordered)) if role != "deepspeed_optim" else None
                 summary = optimizer_summary(prefix, opt, stats, mapping)

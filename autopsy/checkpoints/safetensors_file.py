@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-from math import prod
 import struct
 import time
+from math import prod
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -59,26 +60,13 @@ def read_header(path: Path, scan: FileScan, source: Any = None
     meta = header.pop("__metadata__", None)
     if isinstance(meta, dict):
         scan.metadata = {str(k): v for k, v in meta.items()}
-    entries = []
-    for name, info in header.items():
-        if type(info) is not tuple:  # _compact left it a dict: malformed
-            scan.problem(f"tensor {name!r}: malformed header entry {str(info)[:100]}")
-            continue
-        dtype, shape, begin, end = info
-        bits = DTYPE_BITS.get(dtype)
-        if bits is None:
-            scan.problem(f"tensor {name!r}: unknown dtype {dtype!r} (the safetensors library would refuse the file)")
-            continue
-        if (shape and min(shape) < 0) or end < begin:
-            scan.problem(f"tensor {name!r}: invalid shape {shape} or offsets [{begin}, {end}]")
-            continue
-        total = prod(shape) * bits
-        expected = total // 8 if total % 8 == 0 else None
-        if expected != end - begin:
-            scan.problem(f"tensor {name!r}: {end - begin} bytes for {dtype}{shape}, expected {expected} (TensorInvalidInfo)")
-            continue
-        entries.append((name, dtype, shape, begin, end))
-    entries.sort(key=lambda e: (e[3], e[4]))
+    # _compact made every valid entry a tuple: the common case is one C-level pass
+    entries = [(name, *info) for name, info in header.items() if type(info) is tuple]
+    if len(entries) != len(header):
+        for name, info in header.items():
+            if type(info) is not tuple:
+                scan.problem(_entry_problem(name, info))
+    entries.sort(key=_BY_OFFSET)
     data_start = 8 + hlen
     pos = 0
     for name, _, _, begin, end in entries:
@@ -118,22 +106,50 @@ def _header_bytes(read: Any, size: int, scan: FileScan) -> bytes | None:
 
 
 def _compact(d: dict) -> Any:
-    """json object_hook: a tensor entry becomes (dtype, shape, begin, end) as soon as it is parsed.
+    """json object_hook: a valid tensor entry becomes (dtype, shape, begin, end) as soon as it is parsed.
 
     Why: a 100k-tensor header parsed to dicts holds ~600 B per tensor at once (the scan's peak
-    memory); the tuple holds ~200 B. Anything malformed stays a dict and is reported by the caller.
-    map/prod/min later run in C: this is most of the per-tensor cost of a big header.
+    memory); the tuple holds ~200 B. The checks the official library makes on an entry (known dtype,
+    shape >= 0, begin <= end, bytes = numel * bits / 8) run here too, so anything that fails them
+    stays a dict and :func:`_entry_problem` says why. map/prod/min run in C: this is most of the
+    per-tensor cost of a big header.
     """
     offs = d.get("data_offsets")
     if type(offs) is not list:
         return d
     try:
-        dtype = str(d["dtype"])
+        dtype = _DTYPES[d["dtype"]]
         shape = list(map(int, d["shape"]))
         begin, end = map(int, offs)
     except (KeyError, TypeError, ValueError):
         return d
-    return _DTYPES.get(dtype, dtype), shape, begin, end
+    if (shape and min(shape) < 0) or end < begin:
+        return d
+    total = prod(shape) * DTYPE_BITS[dtype]
+    if total % 8 or total // 8 != end - begin:
+        return d
+    return dtype, shape, begin, end
+
+
+def _entry_problem(name: str, info: Any) -> str:
+    """Why ``_compact`` left a header entry a dict (the safetensors library would refuse it)."""
+    try:
+        dtype = str(info["dtype"])
+        shape = list(map(int, info["shape"]))
+        begin, end = map(int, info["data_offsets"])
+    except (KeyError, TypeError, ValueError):
+        return f"tensor {name!r}: malformed header entry {str(info)[:100]}"
+    bits = DTYPE_BITS.get(dtype)
+    if bits is None:
+        return f"tensor {name!r}: unknown dtype {dtype!r} (the safetensors library would refuse the file)"
+    if (shape and min(shape) < 0) or end < begin:
+        return f"tensor {name!r}: invalid shape {shape} or offsets [{begin}, {end}]"
+    total = prod(shape) * bits
+    expected = total // 8 if total % 8 == 0 else None
+    return f"tensor {name!r}: {end - begin} bytes for {dtype}{shape}, expected {expected} (TensorInvalidInfo)"
+
+
+_BY_OFFSET = itemgetter(3, 4)
 
 
 def scan_safetensors(path: Path, scan: FileScan | None = None, digest: bool = True,
@@ -170,17 +186,26 @@ def scan_safetensors(path: Path, scan: FileScan | None = None, digest: bool = Tr
 def scan_entries(scan: FileScan, reader: Any, entries: list[tuple[str, str, list[int], int, int]], data_start: int,
                  digest: bool) -> None:
     """Stats of every entry inside the file, in file order; ``reader``: :class:`Reader` or a remote one
-    (``stat_range`` and ``bytes_at``). Runs of small same-dtype tensors go through :mod:`.smallbatch`."""
+    (``stat_range`` and ``bytes_at``). Runs of small same-dtype tensors go through :mod:`.smallbatch`;
+    the header's entry tuples are handed on as they are (no per-tensor copies)."""
     batch: list[tuple[str, str, list[int], int, int]] = []
-    for name, dtype, shape, begin, end in entries:
-        if data_start + end > scan.bytes:
+    limit = scan.bytes - data_start
+    b_dtype, b_end, b_lo = None, -1, 0
+    for e in entries:
+        name, dtype, shape, begin, end = e
+        if end > limit:
             continue  # reported as truncated above
         if 0 < end - begin <= SMALL_TENSOR_BYTES and dtype in BATCHABLE:
-            if batch and (batch[-1][1] != dtype or batch[-1][4] != begin or end - batch[0][3] > BATCH_BYTES):
-                _flush(scan, reader, batch, data_start, digest)
-            batch.append((name, dtype, shape, begin, end))
+            if dtype != b_dtype or begin != b_end or end - b_lo > BATCH_BYTES:
+                if batch:
+                    _flush(scan, reader, batch, data_start, digest)
+                b_dtype, b_lo = dtype, begin
+            batch.append(e)
+            b_end = end
             continue
-        _flush(scan, reader, batch, data_start, digest)
+        if batch:
+            _flush(scan, reader, batch, data_start, digest)
+            b_dtype, b_end = None, -1
         stat, read = reader.stat_range(name, dtype, shape, prod(shape), data_start + begin, end - begin)
         if read < end - begin:
             scan.problem(f"tensor {name!r}: short read ({read} of {end - begin} bytes)")
@@ -200,8 +225,7 @@ def _flush(scan: FileScan, reader: Any, batch: list[tuple[str, str, list[int], i
         for name, _, _, begin, end in batch:
             scan.problem(f"tensor {name!r}: short read (0 of {end - begin} bytes)")
     else:
-        items = [(name, dtype, shape, prod(shape), begin - lo) for name, dtype, shape, begin, _ in batch]
-        scan.tensors.extend(stat_batch(raw, items, digest))
+        scan.tensors.extend(stat_batch(raw, batch, digest, lo))
     batch.clear()
 
 

@@ -74,6 +74,30 @@ def _tensor_json(t: TensorStat) -> dict[str, Any]:
             "all_zero": n > 0 and t.zeros == n, "digest": t.digest}
 
 
+_TENSOR = ('{"name": %s, "dtype": %s, "shape": [%s], "numel": %d, "nan": %d, "posinf": %d, "neginf": %d, '
+           '"max_abs": %s, "zero_fraction": %s, "all_zero": %s, "digest": %s}')
+_STR = json.encoder.encode_basestring_ascii  # what the encoder does to a str (C)
+_FLOAT = float.__repr__  # what the encoder does to a finite float
+
+
+def _tensors_text(tensors: list[TensorStat]) -> str:
+    """``_ENC.encode([_tensor_json(t) ...])[1:-1]``, the same text character for character, without the
+    dicts: one %-format per tensor (about half the time of building and encoding a dict each)."""
+    out = []
+    for t in tensors:
+        n, m, z = t.numel, t.max_abs, t.zeros
+        shape = t.shape
+        if type(n) is not int or any(type(x) is not int for x in shape) or (m is not None and type(m) is not float):
+            out.append(_ENC.encode(_tensor_json(t)))  # anything unusual: the encoder itself
+            continue
+        out.append(_TENSOR % (
+            _STR(t.name), _STR(t.dtype), ", ".join(map(str, shape)), n, t.nan, t.posinf, t.neginf,
+            "null" if m is None else _FLOAT(m) if math.isfinite(m) else _STR(_num(m)),
+            _FLOAT(z / n) if n else "0.0", "true" if n > 0 and z == n else "false",
+            "null" if t.digest is None else _STR(t.digest)))
+    return ", ".join(out)
+
+
 def write_json(fh: IO[str], scans: list[FileScan], summary: dict[str, Any]) -> None:
     """The scan JSON document (same keys as before: files[{..., tensors: [...]}], summary), streamed."""
     from autopsy.model import jsonable
@@ -87,7 +111,7 @@ def write_json(fh: IO[str], scans: list[FileScan], summary: dict[str, Any]) -> N
         ordered = problem_first(s.tensors)
         fh.write("[")
         for lo in range(0, len(ordered), JSON_BATCH):  # C-encoder calls of JSON_BATCH tensors: bounded memory
-            fh.write((",\n  " if lo else "") + _ENC.encode([_tensor_json(t) for t in ordered[lo:lo + JSON_BATCH]])[1:-1])
+            fh.write((",\n  " if lo else "") + _tensors_text(ordered[lo:lo + JSON_BATCH]))
         fh.write("]}")
     fh.write('],\n "summary": ' + json.dumps(jsonable(summary)) + "}\n")
 

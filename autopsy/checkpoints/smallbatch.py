@@ -15,6 +15,8 @@ because the uint64 word sum of a tensor's bytes equals the sum of ``byte << 8 * 
 
 from __future__ import annotations
 
+from math import prod
+
 import numpy as np
 
 from autopsy.checkpoints.stats import _M64, CHUNK_BYTES, FLOAT_DTYPES, IEEE, INT_UINT, _decode_max
@@ -51,14 +53,16 @@ def batch_digests(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> l
     return out
 
 
-def stat_batch(raw: np.ndarray, items: list[tuple[str, str, list[int], int, int]], digest: bool) -> list[TensorStat]:
-    """``raw``: the bytes of contiguous tensors ``items`` = [(name, dtype, shape, numel, rel_offset)], one dtype.
+def stat_batch(raw: np.ndarray, items: list[tuple[str, str, list[int], int, int]], digest: bool,
+               lo: int = 0) -> list[TensorStat]:
+    """``raw``: the bytes of contiguous tensors ``items`` = [(name, dtype, shape, begin, end)] (safetensors
+    header entries, offsets in the data section), one dtype; ``raw[0]`` is at offset ``lo``.
     ``shape`` lists are kept (not copied): the caller hands over fresh ones.
 
     Each tensor is non-empty and at most SMALL_TENSOR_BYTES long.
     """
     dtype = items[0][1]
-    byte_starts = np.fromiter((it[4] for it in items), dtype=np.int64, count=len(items))
+    byte_starts = np.fromiter((it[3] for it in items), dtype=np.int64, count=len(items)) - lo
     lengths = np.diff(np.append(byte_starts, raw.size))
     digests = batch_digests(raw, byte_starts, lengths) if digest else [None] * len(items)
     spec = IEEE.get(dtype)
@@ -96,9 +100,10 @@ def stat_batch(raw: np.ndarray, items: list[tuple[str, str, list[int], int, int]
     neg_l = neg.tolist() if neg is not None else [0] * n
     if maxes is None:
         maxes = [None] * n
-    return [TensorStat(name, dt, shape, numel, nn, pp, ng, mx, z, dg)
-            for (name, dt, shape, numel, _), nn, pp, ng, mx, z, dg
-            in zip(items, nan_l, pos_l, neg_l, maxes, zeros_list, digests)]
+    numels = (lengths // size).tolist() if dtype not in ("C64", "C128") else [prod(it[2]) for it in items]
+    return [TensorStat(name, dtype, shape, numel, nn, pp, ng, mx, z, dg)
+            for (name, _, shape, _, _), numel, nn, pp, ng, mx, z, dg
+            in zip(items, numels, nan_l, pos_l, neg_l, maxes, zeros_list, digests)]
 
 
 def _decode_all(dtype: str, bits: np.ndarray) -> list[float]:
