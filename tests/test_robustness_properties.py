@@ -38,6 +38,7 @@ NAMES = {
     "metrics_csv": "results.csv",
     "archive": "logs.gz",
     "autopsy_record": "autopsy-record/record.jsonl",
+    "elastic_error": "logs/attempt_0/3/error.json",
     "raytune_result": "result.json", "raytune_params": "params.json", "raytune_progress": "progress.csv",
 }
 
@@ -125,8 +126,16 @@ def _seeds() -> dict[str, bytes]:
         "tfevents": tb,
         **_tracker_seeds(),
         "autopsy_record": _flight_record(),
+        "elastic_error": _elastic_error(),
         **_raytune_seeds(),
     }
+
+
+def _elastic_error() -> bytes:
+    """The error.json torchrun wrote for a failing worker in the real --log-dir run committed as a fixture."""
+    from conftest import FIXTURES
+
+    return next((FIXTURES / "torchrun_logdir").rglob("error.json")).read_bytes()
 
 
 def _flight_record() -> bytes:

@@ -65,6 +65,9 @@ _LOSS_PAIR = re.compile(
     rb"(?<![\w/.-])((?:(?:train|training|val|valid|validation|eval|test|total|avg|mean|batch)[ _])?[Ll]oss|LOSS|"
     rb"(?:[Tt]rain|[Tt]raining|[Vv]al|[Vv]alid|[Tt]est|[Tt]otal|[Aa]vg)[ _][Ll]oss)"
     rb"[ \t]*(?:[:=][ \t]*|[ \t])(" + NUM + rb")(?![\w.])")
+#: the literal core of a loss pair: ``oss`` then a separator and a value's first character (one regex per case:
+#: an alternation at the start would make the engine try every byte)
+_LOSS_CORES = tuple(re.compile(w + rb"[ \t]*(?:[:=]|[ \t][-+.\dnNiI])") for w in (b"oss", b"OSS"))  # literal-led: fast
 #: a step counter on the line: the step parsers own such lines (``parse_generic``)
 _HAS_COUNTER = re.compile(rb"\b(?:[Ss]tep|STEP|[Ii]ter|ITER|[Ii]teration|global_step|[Bb]atch)\b\s*[:=#]?\s*\[?\s*\d")
 _OTHER_PAIRS = re.compile(
@@ -91,20 +94,27 @@ def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector
     if b"oss" not in text and b"OSS" not in text:
         return
     groups: dict[bytes, list[tuple[int, int, list[tuple[str, float]]]]] = defaultdict(list)
-    for m in _LOSS_PAIR.finditer(text):
-        ls = line_start(text, m.start())
-        le = line_end(text, m.end())
+    seen: set[int] = set()
+    # the pair regex opens with a lookbehind the engine cannot skip through: find its literal core first (HF dict
+    # keys, ``'loss':``, are not candidates), then read the candidate's line alone
+    cores = [c for rx in _LOSS_CORES for c in rx.finditer(text)] if b"OSS" in text else list(_LOSS_CORES[0].finditer(text))
+    cores.sort(key=lambda c: c.start())
+    for c in cores:
+        ls = line_start(text, c.start())
+        if ls in seen:
+            continue
+        seen.add(ls)
+        le = line_end(text, c.end())
         if le - ls > MAX_LOOSE_LINE or used.covers(ls, le):
             continue
-        if groups and any(g and g[-1][0] == ls for g in groups.values()):
-            continue  # a second loss pair on a line already taken: read with the first
         line = text[ls:le]
-        if _HAS_COUNTER.search(line):
+        m = _LOSS_PAIR.search(line)
+        if m is None or _HAS_COUNTER.search(line):
             continue
         pairs = [(_loose_key(k.decode()), float(v)) for k, v in _LOSS_PAIR.findall(line)]
         pairs += [(k.decode().lower().replace(" ", "_"), float(v)) for k, v in _OTHER_PAIRS.findall(line)]
-        layout = _DIGITS.sub(b"#", line[:m.start() - ls]) + m[1]
-        groups[layout].append((ls, m.start(), pairs))
+        layout = _DIGITS.sub(b"#", line[:m.start()]) + m[1]
+        groups[layout].append((ls, ls + m.start(), pairs))
     rows = sorted(r for g in groups.values() if len(g) >= MIN_LOOSE_LINES for r in g)
     if not rows:
         return
@@ -183,7 +193,7 @@ def parse_scheduler_verbose(text: bytes, first_line: int, st: StepState, out: Co
 
 # -- metrics dicts pretty-printed over several lines (pprint, json.dumps(indent=...), a tidied paste) ----
 
-_ML_OPEN = re.compile(rb"(?m)^[ \t]*\{[ \t]*\r?\n")
+_ML_OPEN = re.compile(rb"\{[ \t]*\r?\n")
 _ML_ROW = re.compile(rb"[ \t]*['\"]([^'\"\r\n]{1,120})['\"][ \t]*:[ \t]*(" + NUM + rb"|'" + NUM + rb"'|\"" + NUM + rb"\")"
                      rb"[ \t]*,?[ \t]*\r?\n")
 _ML_CLOSE = re.compile(rb"[ \t]*\}")
@@ -199,8 +209,9 @@ def parse_multiline_dicts(text: bytes, first_line: int, st: StepState, out: Coll
     if b"{" not in text:
         return
     lines = Lines(text, first_line)
-    for m in _ML_OPEN.finditer(text):
-        if used.covers(m.start(), m.end()):
+    for m in _ML_OPEN.finditer(text):  # literal-led: "{" then the end of its line
+        ls = line_start(text, m.start())
+        if text[ls:m.start()].strip(b" \t") or used.covers(ls, m.end()):
             continue
         pos, rows, step = m.end(), [], None
         while True:
