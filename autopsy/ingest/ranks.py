@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from autopsy.ingest.text_metrics import finditer_at, literal_positions
+
 #: a rank tag at the start of a line (after optional spaces)
 _LINE_RANK = re.compile(rb"(?m)^[ \t]*\[(?:rank|RANK|Rank|default)[ _]?(\d{1,5})\]:?")
 #: a rank tag anywhere in an event's text (it may follow a timestamp or a progress bar)
@@ -61,7 +63,9 @@ class RankLines:
     def scan(self, text: bytes, first_line: int) -> None:
         if not any(h in text for h in _TAG_HINTS):
             return
-        found = [(m.start(), int(m[1])) for m in _LINE_RANK.finditer(text)]
+        # tried only at the starts of lines holding a tag (the leading ^ made the regex engine try every byte)
+        starts = sorted({text.rfind(b"\n", 0, p) + 1 for p in literal_positions(text, _TAG_HINTS)})
+        found = [(m.start(), int(m[1])) for m in finditer_at(_LINE_RANK, text, starts)]
         if not found:
             return
         newlines = np.flatnonzero(np.frombuffer(text, dtype=np.uint8) == 10)

@@ -41,6 +41,8 @@ from autopsy.metrics import canonical
 KIND = "text_log"
 #: a line can hold a config fact only if it has one of these (skips tqdm/metric noise cheaply)
 _FACT_HINT = re.compile(rb"=|: |--|NVIDIA|Tesla|GeForce|Quadro|version|\d\.\d")  # \d.\d: pip/conda list rows
+#: the letters of ranks._TAG_HINTS: a chunk without them has no rank tag (a cheaper test on the letters)
+_RANK_LETTERS = (b"rank", b"RANK", b"Rank", b"default")
 #: how far back (characters) an event looks for the tqdm bar it was printed after
 BAR_LOOKBACK = 4096
 
@@ -118,7 +120,8 @@ class _TextLogReader:
         steps = StepMarks()
         used = Used()
         letters = letters_of(text)
-        self.ranks.scan(text, chunk.first_line)
+        if any(h in letters for h in _RANK_LETTERS):  # "[rank" in text implies "rank" in its letters
+            self.ranks.scan(text, chunk.first_line)
         parse_dicts(text, chunk.first_line, st, self.out, steps, used)
         for parse, hints in _ALL_PARSERS:
             if any(h in letters for h in hints):
