@@ -9,6 +9,7 @@ The pins were written by the reader before the speed work (``tests/textlog_snaps
 from __future__ import annotations
 
 import json
+
 import pytest
 
 from tests.textlog_snapshot import ROOT, SHARED_CASES, fixture_logs, shared_logs, snapshot, synthetic_snapshots

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from autopsy.ingest.text_metrics import finditer_at, literal_positions
+from autopsy.ingest.text_metrics import finditer_at
 
 #: a rank tag at the start of a line (after optional spaces)
 _LINE_RANK = re.compile(rb"(?m)^[ \t]*\[(?:rank|RANK|Rank|default)[ _]?(\d{1,5})\]:?")
@@ -24,6 +24,8 @@ _LINE_RANK = re.compile(rb"(?m)^[ \t]*\[(?:rank|RANK|Rank|default)[ _]?(\d{1,5})
 _TEXT_RANK = re.compile(r"\[(?:rank|RANK|Rank|default)[ _]?(\d{1,5})\]")
 _FILE_RANK = re.compile(r"(?:^|[_.\-])rank[_\-]?(\d{1,5})(?=[_.\-]|$)", re.IGNORECASE)
 _TAG_HINTS = (b"[rank", b"[RANK", b"[Rank", b"[default")
+#: any of _TAG_HINTS (one scan led by the literal "[")
+_TAG_ANY = re.compile(rb"\[(?:rank|RANK|Rank|default)")
 
 
 def file_rank(path: Path) -> int | None:
@@ -64,7 +66,7 @@ class RankLines:
         if not any(h in text for h in _TAG_HINTS):
             return
         # tried only at the starts of lines holding a tag (the leading ^ made the regex engine try every byte)
-        starts = sorted({text.rfind(b"\n", 0, p) + 1 for p in literal_positions(text, _TAG_HINTS)})
+        starts = sorted({text.rfind(b"\n", 0, m.start()) + 1 for m in _TAG_ANY.finditer(text)})
         found = [(m.start(), int(m[1])) for m in finditer_at(_LINE_RANK, text, starts)]
         if not found:
             return

@@ -467,18 +467,21 @@ _GENERIC_PAIR = re.compile(
 
 
 #: every ``_GENERIC_COUNTER`` match has one of these 1 byte after its start (``global_step``: 8 bytes)
-_COUNTER_CORES = (b"tep", b"ter", b"TEP", b"TER")
+_COUNTER_CORES = (re.compile(rb"te[pr]"), re.compile(rb"TE[PR]"))
 
 
 def literal_positions(text: bytes, literals: tuple[bytes, ...]) -> list[int]:
-    """Offsets of every occurrence of each literal (``bytes.find``: a fast literal search)."""
+    """Offsets of every occurrence of each literal (none of them overlaps itself). The regex
+    engine's literal search is used: faster here than ``bytes.find`` (no per-call overhead either)."""
     found: list[int] = []
     for lit in literals:
-        i = text.find(lit)
-        while i >= 0:
-            found.append(i)
-            i = text.find(lit, i + 1)
+        found.extend(m.start() for m in _literal_rx(lit).finditer(text))
     return found
+
+
+@lru_cache(maxsize=256)
+def _literal_rx(lit: bytes) -> re.Pattern[bytes]:
+    return re.compile(re.escape(lit))
 
 
 def finditer_at(rx: re.Pattern[bytes], text: bytes, starts: list[int]) -> Iterator[re.Match[bytes]]:
@@ -502,7 +505,7 @@ def finditer_at(rx: re.Pattern[bytes], text: bytes, starts: list[int]) -> Iterat
 def _generic_counters(text: bytes) -> Iterator[re.Match[bytes]]:
     """``_GENERIC_COUNTER.finditer(text)``: tried only 1 byte before a ``tep``/``ter`` core (8 before
     ``global_step``'s), not at every ``s``/``i``/``g`` of the chunk (tqdm's ``it/s``, dict keys)."""
-    cores = literal_positions(text, _COUNTER_CORES)
+    cores = [m.start() for rx in _COUNTER_CORES for m in rx.finditer(text)]
     if not cores:
         return iter(())
     cand = {c - 1 for c in cores if c} | {c - 8 for c in cores if c >= 8 and text[c - 8:c] == b"global_s"}
