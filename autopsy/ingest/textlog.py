@@ -20,8 +20,8 @@ from autopsy.ingest.base import RunBuilder
 from autopsy.ingest.events import EventSink, TracebackTracker, chunk_trigger_re, classify, letters_of
 from autopsy.ingest.ranks import RankLines, file_rank, lower_rank_sibling
 from autopsy.ingest.text_dicts import parse_dicts
-from autopsy.ingest.text_formats import FORMAT_PARSERS
 from autopsy.ingest.text_facts import FACT_SCAN_BYTES, FactScanner, banner_frameworks
+from autopsy.ingest.text_formats import FORMAT_PARSERS
 from autopsy.ingest.text_metrics import (
     _BAR_LAST,
     PARSERS,
