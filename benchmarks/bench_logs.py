@@ -1,16 +1,28 @@
-"""Time the text-log reader on a ~1 GB HF Trainer stdout capture (target: <= 10 s, < 500 MB RSS).
+"""Time the text-log reader on a ~1.09 GB stdout capture against a naive per-line parser, in one run.
 
-Run by hand: ``.venv/bin/python benchmarks/bench_logs.py [N_DICTS] [--no-baseline] [--finish]``. Writes a log
-of N_DICTS (default 2.4M) HF 4.x metric dicts, each after a few ``\\r`` tqdm refreshes and the
-bar-clearing line ``tqdm.write`` prints, with a bare ``nan`` grad_norm every 997 records, into a
-temp dir under ``.bench/`` (gitignored; deleted afterwards). Then times, each in a fresh subprocess
-(so peak RSS is that step's own):
-  * baseline: per-line ``ast.literal_eval`` after substituting ``nan``/``inf`` (what a naive
-    reader does; it also has no step for the dicts),
-  * the reader: ``read_text_log`` into a RunBuilder (streamed; steps from the tqdm counters); with
-    ``--finish`` also ``RunBuilder.finish()`` (the merged ``Run.scalars`` frame),
-and prints both times (wall and CPU: on a shared machine CPU time is the fair figure), the
-ratio, and each peak RSS (ru_maxrss of the child, in MB).
+Run by hand::
+
+    .venv/bin/python benchmarks/bench_logs.py [N] [--hf-only] [--old TREE] [--repeat K] [--keep FILE]
+                                              [--no-baseline] [--finish]
+
+The log (default: the mixed one, N = 2.38M records, 1.09 GB) is written into ``.bench/`` (gitignored;
+deleted afterwards unless ``--keep FILE`` names where to keep or reuse it):
+  * mixed: HF Trainer dicts, transformers 4.x form (bare floats, bare ``nan``/``inf``) for the first
+    half and the 5.x string form (``'loss': '2.3100'``) for the second, each after three ``\\r`` tqdm
+    refreshes and the bar-clearing line and before the redraw ``tqdm.write`` prints; an eval dict
+    every 5,000 records; every 40 records one line of another framework in turn (mmengine, DeepSpeed
+    ``step=``, a generic ``step N | loss``, minimind, a MAE/DeiT engine, verl, a JSON line); a warning
+    or DeepSpeed OVERFLOW line every 1,000; a traceback at the end. Every chunk of 4 MB therefore
+    holds every format: the worst case for the line parsers.
+  * ``--hf-only``: the log of earlier rounds (2.4M HF 4.x dicts + tqdm noise, NaN every 997).
+Each candidate runs in a fresh subprocess (so peak RSS is its own; import time not counted),
+interleaved ``--repeat`` times so load changes hit all alike:
+  * reader: ``read_text_log`` into a RunBuilder (streamed), as this tree has it;
+  * old: the same, importing ``autopsy`` from ``--old TREE`` (e.g. an unpacked ``git archive`` of main);
+  * per-line: the naive reader (``baseline``): per line and ``\\r`` segment ``ast.literal_eval`` /
+    ``json.loads`` / a key-value regex, ``float()`` per value;
+and prints wall and CPU seconds (on a shared machine CPU is the fairer figure), MB/s, peak RSS
+(ru_maxrss of the child), the load average, and the ratios (best run of each).
 """
 
 from __future__ import annotations
