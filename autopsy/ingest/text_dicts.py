@@ -244,10 +244,12 @@ def _slow_values(sig: _Sig, pairs: list[tuple[bytes, bytes]], out: Collector) ->
 
 
 def _ints(raw: list[bytes]) -> np.ndarray:
-    """int64 of 1-18 digit counters (``_BAR_AT`` groups), parsed by numpy in one call."""
+    """int64 of 1-18 digit counters (``_BAR_AT`` groups), parsed by numpy's text reader in one call
+    (~3x ``fromiter(map(int, ...))``; digits only, so exact)."""
     if not raw:
         return np.zeros(0, dtype=np.int64)
-    return np.array(raw).astype(np.int64)
+    got = np.fromstring(b" ".join(raw), sep=" ", dtype=np.int64)
+    return got if len(got) == len(raw) else np.fromiter(map(int, raw), dtype=np.int64, count=len(raw))
 
 
 def _window_bars(text: bytes, lo: np.ndarray, hi: np.ndarray, total: bytes | None
