@@ -22,8 +22,8 @@ from array import array
 from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import chain, repeat
-from operator import itemgetter
+from itertools import chain, compress, repeat
+from operator import eq, is_not, itemgetter
 
 import numpy as np
 
@@ -243,6 +243,15 @@ def _slow_values(sig: _Sig, pairs: list[tuple[bytes, bytes]], out: Collector) ->
     return explicit, pts
 
 
+def _ints(raw: list[bytes]) -> np.ndarray:
+    """int64 of 1-18 digit counters (``_BAR_AT`` groups), parsed by numpy's text reader in one call
+    (~3x ``fromiter(map(int, ...))``; digits only, so exact)."""
+    if not raw:
+        return np.zeros(0, dtype=np.int64)
+    got = np.fromstring(b" ".join(raw), sep=" ", dtype=np.int64)
+    return got if len(got) == len(raw) else np.fromiter(map(int, raw), dtype=np.int64, count=len(raw))
+
+
 def _window_bars(text: bytes, lo: np.ndarray, hi: np.ndarray, total: bytes | None
                  ) -> tuple[np.ndarray, np.ndarray, list[bytes | None]]:
     """Counter of the last tqdm bar in each window [lo, hi) (and, with no total known, its total).
@@ -260,24 +269,24 @@ def _window_bars(text: bytes, lo: np.ndarray, hi: np.ndarray, total: bytes | Non
     tots: list[bytes | None] = [None] * n
     if pipes.count(-1) == n:
         return cnt, has, tots
+    # every step below is one C-level pass (map/compress/join), not a Python loop per record
     ms = list(map(_BAR_AT.match, repeat(text), pipes, hi_l))
-    if pipes.count(-1) == 0 and ms.count(None) == 0:  # the usual case: every window ends in a bar
-        good, redo, gm = list(range(n)), [], ms
-    else:
-        good = [r for r, (p, m) in enumerate(zip(pipes, ms)) if p >= 0 and m is not None]
-        redo = [r for r, (p, m) in enumerate(zip(pipes, ms)) if p >= 0 and m is None]
-        gm = [ms[r] for r in good]
-    if good:
+    pipe_ok = np.array(pipes, dtype=np.int64) >= 0
+    hit = pipe_ok & np.fromiter(map(is_not, ms, repeat(None)), dtype=bool, count=n)
+    redo = np.flatnonzero(pipe_ok & ~hit).tolist()
+    gidx = np.flatnonzero(hit)
+    gm = ms if len(gidx) == n else list(compress(ms, hit.tolist()))
+    if len(gm):
         g_tot = list(map(itemgetter(2), gm))
-        g_cnt = np.fromiter(map(int, map(itemgetter(1), gm)), dtype=np.int64, count=len(gm))
-        gidx = np.array(good, dtype=np.int64)
+        g_cnt = _ints(list(map(itemgetter(1), gm)))
         if total is not None:
             if g_tot.count(total) != len(g_tot):
-                same = np.array([t == total for t in g_tot], dtype=bool)
+                same = np.fromiter(map(eq, g_tot, repeat(total)), dtype=bool, count=len(g_tot))
                 redo.extend(gidx[~same].tolist())
+                redo.sort()
                 gidx, g_cnt = gidx[same], g_cnt[same]
         else:
-            for r, t in zip(good, g_tot):
+            for r, t in zip(gidx.tolist(), g_tot):
                 tots[r] = t
         cnt[gidx], has[gidx] = g_cnt, True
     full = _bar_last_for(total) if total else _BAR_LAST

@@ -20,9 +20,9 @@ from autopsy.ingest.base import RunBuilder
 from autopsy.ingest.events import EventSink, TracebackTracker, chunk_trigger_re, classify, letters_of
 from autopsy.ingest.ranks import RankLines, file_rank, lower_rank_sibling
 from autopsy.ingest.text_dicts import parse_dicts
+from autopsy.ingest.text_facts import FACT_SCAN_BYTES, FactScanner, banner_frameworks
 from autopsy.ingest.text_formats import FORMAT_PARSERS
 from autopsy.ingest.text_loose import LOOSE_PARSERS
-from autopsy.ingest.text_facts import FACT_SCAN_BYTES, FactScanner, banner_frameworks
 from autopsy.ingest.text_metrics import (
     _BAR_LAST,
     PARSERS,
@@ -43,6 +43,8 @@ KIND = "text_log"
 #: a line can hold a config fact only if it has one of these (skips tqdm/metric noise cheaply)
 #: \d.\d: pip/conda list rows; a quoted "org/name" alone: the model id of a from_pretrained( on the line before
 _FACT_HINT = re.compile(rb"=|: |--|NVIDIA|Tesla|GeForce|Quadro|version|\d\.\d|^[ \t]*[\"'][\w.-]+/[\w.-]+[\"']", re.M)
+#: the letters of ranks._TAG_HINTS: a chunk without them has no rank tag (a cheaper test on the letters)
+_RANK_LETTERS = (b"rank", b"RANK", b"Rank", b"default", b"trainer")
 #: how far back (characters) an event looks for the tqdm bar it was printed after
 BAR_LOOKBACK = 4096
 
@@ -120,7 +122,8 @@ class _TextLogReader:
         steps = StepMarks()
         used = Used()
         letters = letters_of(text)
-        self.ranks.scan(text, chunk.first_line)
+        if any(h in letters for h in _RANK_LETTERS):  # "[rank" in text implies "rank" in its letters
+            self.ranks.scan(text, chunk.first_line)
         parse_dicts(text, chunk.first_line, st, self.out, steps, used)
         for parse, hints in _ALL_PARSERS:
             if any(h in letters for h in hints):
