@@ -23,9 +23,8 @@ import statistics
 import sys
 import tempfile
 import time
-from pathlib import Path
-
 import warnings
+from pathlib import Path
 
 import torch
 

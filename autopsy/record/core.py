@@ -10,7 +10,6 @@ output-gradient hooks on every module (two small reductions each).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -18,7 +17,10 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from autopsy.record.batch import batch_shape, sample_ids, save_batch, token_counts
 from autopsy.record.format import FORMAT, RECORD_DIR, RECORD_FILE, VERSION
+from autopsy.record.replay import Call, replay_forward, rng_state, tensors
+from autopsy.record.writer import RecordWriter
 
 ACTIONS = ("record", "skip", "stop")
 #: steps kept in memory and dumped on the first non-finite step
@@ -33,9 +35,6 @@ MAX_CALLS = 64
 MAX_LOCALISE = 3
 #: significant digits of per-layer numbers: a 30-layer step line stays far below 2 KB
 SIG = 4
-#: label value ignored by the loss (HF, PyTorch cross_entropy default)
-IGNORE_INDEX = -100
-_ID_KEYS = ("id", "ids", "idx", "index", "sample_id", "sample_ids", "sample_idx")
 
 
 def group_of(name: str) -> str:
@@ -52,27 +51,6 @@ def _r(x: float) -> float:
     return float(f"{x:.{SIG}g}") if math.isfinite(x) else x
 
 
-def _tensors(obj: Any, depth: int = 0) -> list[Any]:
-    """Tensors inside a module output / input (tuples, lists, dicts, ModelOutput), shallowly."""
-    import torch
-
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if depth > 3:
-        return []
-    if isinstance(obj, dict):
-        return [t for v in obj.values() for t in _tensors(v, depth + 1)]
-    if isinstance(obj, (list, tuple)):
-        return [t for v in obj for t in _tensors(v, depth + 1)]
-    return []
-
-
-def _has_nonfinite(obj: Any) -> bool:
-    import torch
-
-    return any(t.is_floating_point() and t.numel() and not bool(torch.isfinite(t).all()) for t in _tensors(obj))
-
-
 def _loss_of(out: Any) -> Any:
     import torch
 
@@ -80,28 +58,6 @@ def _loss_of(out: Any) -> Any:
     if isinstance(loss, torch.Tensor) and loss.numel() == 1 and loss.is_floating_point():
         return loss.detach().reshape(())
     return None
-
-
-def _rng_state() -> tuple[Any, Any]:
-    import torch
-
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
-    return torch.get_rng_state(), cuda
-
-
-def _set_rng(state: tuple[Any, Any]) -> None:
-    import torch
-
-    torch.set_rng_state(state[0])
-    if state[1] is not None:
-        torch.cuda.set_rng_state_all(state[1])
-
-
-class _Call:
-    __slots__ = ("module", "args", "kwargs", "rng")
-
-    def __init__(self, module: Any, args: Any, kwargs: Any, rng: Any) -> None:
-        self.module, self.args, self.kwargs, self.rng = module, args, kwargs, rng
 
 
 def check_action(on_nonfinite: str) -> None:
@@ -145,7 +101,7 @@ class Core:
         self.stopped = False
         self.dirty = False  # a non-finite step was let through: weights may be corrupt
         self.last_step = 0
-        self._fd: int | None = None
+        self._out: RecordWriter | None = None
         self._hooks: list[Any] = []
         self._order_hooks: list[Any] = []
         self._order: list[int] = []
@@ -153,7 +109,7 @@ class Core:
         self._order_done = False
         self._end_hook: Any = None
         self._pending: Any = None
-        self._calls: list[_Call] = []
+        self._calls: list[Call] = []
         self._losses: list[Any] = []
         self._depth = 0
         self._replaying = False
@@ -196,8 +152,7 @@ class Core:
     def _open(self, model: Any) -> None:
         import torch
 
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._out = RecordWriter(self.path)
         header = {"t": "header", "format": FORMAT, "version": VERSION, "framework": self.framework,
                   "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "mode": "deep" if self.deep else "cheap",
@@ -219,23 +174,16 @@ class Core:
     # -- the record ----------------------------------------------------------------------------
     def write(self, obj: dict[str, Any], sync: bool = False) -> None:
         """One line, one write(2): a killed process leaves whole lines (and at most one cut last line)."""
-        if self._fd is None:
-            return
-        data = (json.dumps(obj, separators=(",", ":"), allow_nan=True, default=str) + "\n").encode("utf-8")
-        view = memoryview(data)
-        while view:
-            n = os.write(self._fd, view)
-            view = view[n:]
-        if sync:
-            os.fsync(self._fd)
+        if self._out is not None:
+            self._out.write(obj, sync)
 
     def close(self, status: str = "finished") -> None:
-        if self._fd is None:
+        if self._out is None:
             return
         self.write({"t": "end", "step": self.last_step, "status": "stopped" if self.stopped else status,
                     "nonfinite_steps": self.nonfinite_steps}, sync=True)
-        os.close(self._fd)
-        self._fd = None
+        self._out.close()
+        self._out = None
         self.remove_hooks()
 
     def checkpoint(self, step: int, path: str, reason: str = "save") -> None:
@@ -247,7 +195,7 @@ class Core:
         if self._replaying:
             return
         if self._depth == 0 and len(self._calls) < MAX_CALLS:
-            self._calls.append(_Call(module, args, kwargs, _rng_state() if self.replay else None))
+            self._calls.append(Call(module, args, kwargs, rng_state() if self.replay else None))
         self._depth += 1
 
     def _post(self, module: Any, args: Any, out: Any) -> None:
@@ -282,7 +230,7 @@ class Core:
         def hook(module: Any, args: Any, out: Any) -> None:
             if self._replaying:
                 return
-            ts = [t for t in _tensors(out) if t.is_floating_point() and t.numel()]
+            ts = [t for t in tensors(out) if t.is_floating_point() and t.numel()]
             if not ts:
                 return
             t = ts[0]
@@ -357,7 +305,7 @@ class Core:
             dev = torch.device("cpu")
             parts = [torch.full((len(self.groups),), float("nan")), torch.tensor([float("nan")])]
         loss_t = torch.stack([x.to(dev).float() for x in self._losses]).mean().reshape(1) if self._losses else None
-        tok = _token_counts(batch, dev)
+        tok = token_counts(batch, dev)
         vec = torch.cat([*parts, *([loss_t] if loss_t is not None else []), *([tok] if tok is not None else [])])
         values = vec.tolist()
         G = len(self.groups)
@@ -375,10 +323,10 @@ class Core:
         entry["g"] = [_r(x) for x in group_norms] if got is not None else None
         if tok is not None:
             entry["tokens"], entry["sup"] = int(rest[0]), (int(rest[1]) if rest[1] >= 0 else None)
-        shape = _shape(batch)
+        shape = batch_shape(batch)
         if shape:
             entry["shape"] = shape
-        ids = _sample_ids(batch)
+        ids = sample_ids(batch)
         if ids is not None:
             entry["ids"] = ids
         if len(self._calls) > 1:
@@ -466,7 +414,7 @@ class Core:
         if self.nonfinite_steps <= MAX_LOCALISE:
             event.update(self._localise(pnorms, present, bad_loss, ring_entry))
             if self.save_batch:
-                event.update(self._save_batch(step, batch))
+                event.update(save_batch(self.dir, step, batch, self._calls))
         if first:
             self.write({"t": "ring", "step": step, "steps": list(self.ring)})
         event["action"] = self.on_nonfinite
@@ -529,58 +477,11 @@ class Core:
         return out
 
     def _replay_forward(self) -> dict[str, Any] | None:
-        """Re-run the step's outermost module calls on their saved inputs under their saved RNG state,
-        with a forward hook on every module: the first whose output is non-finite is the origin
-        (hooks fire when a module returns, so children before parents, in execution order)."""
-        import torch
-
-        model = self.model
-        names = {m: n for n, m in model.named_modules()}
-        found: dict[str, Any] = {}
-
-        def hook(module: Any, args: Any, kwargs: Any, out: Any) -> None:
-            if found or not _has_nonfinite(out):
-                return
-            name = names.get(module) or type(module).__name__
-            inputs_ok = not _has_nonfinite((args, kwargs))
-            found.update(module=name, type=type(module).__name__, input_finite=inputs_ok)
-            if not inputs_ok and name and "." in name:
-                # this module got non-finite input: the origin is code in its parent between children
-                found["module"] = name.rsplit(".", 1)[0]
-                found["note"] = f"{name} received a non-finite input computed in its parent's own code"
-
-        handles = [m.register_forward_hook(hook, with_kwargs=True) for m in model.modules()]
-        saved_rng = _rng_state()
-        buffers = [(b, b.detach().clone()) for b in model.buffers()]
         self._replaying = True
         try:
-            with torch.no_grad():
-                for call in self._calls:
-                    if _has_nonfinite((call.args, call.kwargs)):
-                        return {"module": "(input batch)", "how": "replay", "input_finite": False}
-                    if call.rng is not None:
-                        _set_rng(call.rng)
-                    out = call.module(*call.args, **call.kwargs)
-                    if found:
-                        break
-                    if _has_nonfinite(out):
-                        found.update(module=names.get(call.module) or type(call.module).__name__,
-                                     type=type(call.module).__name__, input_finite=True)
-                        break
-        except Exception as exc:  # noqa: BLE001 - a replay that fails says so; training goes on
-            return {"how": "replay failed", "replay_error": f"{type(exc).__name__}: {exc}"[:300]}
+            return replay_forward(self.model, self._calls)
         finally:
             self._replaying = False
-            for h in handles:
-                h.remove()
-            _set_rng(saved_rng)
-            with torch.no_grad():
-                for b, v in buffers:
-                    b.copy_(v)
-        if found:
-            found["how"] = "replay"
-            return found
-        return {"how": "replay"}
 
     def _batch_from_calls(self) -> Any:
         if not self._calls:
@@ -589,124 +490,6 @@ class Core:
         if c.kwargs:
             return c.kwargs
         return c.args[0] if len(c.args) == 1 else list(c.args)
-
-    def _save_batch(self, step: int, batch: Any) -> dict[str, Any]:
-        """The offending batch as safetensors (token ids, masks, labels; every micro-batch)."""
-        import torch
-
-        tensors: dict[str, Any] = {}
-        sources = [batch] if len(self._calls) <= 1 else [(c.kwargs or list(c.args)) for c in self._calls]
-        for k, src in enumerate(sources):
-            prefix = f"micro{k}." if len(sources) > 1 else ""
-            for name, t in _named_tensors(src):
-                tensors[(prefix + name)[:200]] = t.detach().to("cpu").contiguous().clone()
-        out: dict[str, Any] = {}
-        lengths = _lengths(batch)
-        if lengths is not None:
-            out["lengths"] = lengths
-        sup = _sup_per_row(batch)
-        if sup is not None:
-            out["sup_per_row"] = sup
-        if not tensors:
-            return out
-        name = f"batch-step{step:07d}.safetensors"
-        try:
-            from safetensors.torch import save_file
-
-            save_file(tensors, str(self.dir / name), metadata={"step": str(step), "format": FORMAT})
-            out["batch"] = f"{RECORD_DIR}/{name}"
-        except Exception as exc:  # noqa: BLE001 - a batch that cannot be saved must not stop training
-            out["batch_error"] = f"{type(exc).__name__}: {exc}"[:300]
-        return out
-
-
-# -- batch helpers ------------------------------------------------------------------------------
-def _named_tensors(batch: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, Any]]:
-    import torch
-
-    if isinstance(batch, torch.Tensor):
-        return [(prefix or "input", batch)]
-    if depth > 3:
-        return []
-    out: list[tuple[str, Any]] = []
-    if isinstance(batch, dict):
-        for k, v in batch.items():
-            out += _named_tensors(v, f"{prefix}{k}" if not prefix else f"{prefix}.{k}", depth + 1)
-    elif isinstance(batch, (list, tuple)):
-        for i, v in enumerate(batch):
-            out += _named_tensors(v, f"{prefix}{i}" if not prefix else f"{prefix}.{i}", depth + 1)
-    return out
-
-
-def _get(batch: Any, key: str) -> Any:
-    import torch
-
-    if isinstance(batch, dict):
-        v = batch.get(key)
-        return v if isinstance(v, torch.Tensor) else None
-    return None
-
-
-def _ids_tensor(batch: Any) -> Any:
-    t = _get(batch, "input_ids")
-    if t is not None:
-        return t
-    named = _named_tensors(batch)
-    ints = [t for _, t in named if not t.is_floating_point() and t.dim() == 2]
-    if ints:
-        return ints[0]
-    return named[0][1] if named else None
-
-
-def _shape(batch: Any) -> list[int] | None:
-    t = _ids_tensor(batch)
-    return list(t.shape) if t is not None else None
-
-
-def _token_counts(batch: Any, dev: Any) -> Any:
-    """[tokens, supervised tokens (-1 = no labels)] as one small tensor (no sync here)."""
-    import torch
-
-    ids = _ids_tensor(batch)
-    if ids is None:
-        return None
-    mask = _get(batch, "attention_mask")
-    tokens = mask.sum() if mask is not None else torch.tensor(ids.numel())
-    labels = _get(batch, "labels")
-    sup = (labels != IGNORE_INDEX).sum() if labels is not None and not labels.is_floating_point() else torch.tensor(-1)
-    return torch.stack([tokens.to(dev).float(), sup.to(dev).float()])
-
-
-def _lengths(batch: Any) -> list[int] | None:
-    mask = _get(batch, "attention_mask")
-    if mask is not None and mask.dim() >= 2:
-        return [int(x) for x in mask.reshape(mask.shape[0], -1).sum(-1).tolist()]
-    ids = _ids_tensor(batch)
-    if ids is not None and ids.dim() >= 2:
-        return [int(ids.shape[1])] * int(ids.shape[0])
-    return None
-
-
-def _sup_per_row(batch: Any) -> list[int] | None:
-    labels = _get(batch, "labels")
-    if labels is None or labels.is_floating_point() or labels.dim() < 2:
-        return None
-    return [int(x) for x in (labels != IGNORE_INDEX).reshape(labels.shape[0], -1).sum(-1).tolist()]
-
-
-def _sample_ids(batch: Any) -> list[Any] | None:
-    import torch
-
-    if not isinstance(batch, dict):
-        return None
-    for k in _ID_KEYS:
-        v = batch.get(k)
-        if isinstance(v, torch.Tensor) and not v.is_floating_point() and v.dim() <= 1:
-            return v.reshape(-1)[:256].tolist()
-        if isinstance(v, (list, tuple)) and v and all(isinstance(x, (int, str)) for x in v[:256]):
-            return list(v[:256])
-    return None
-
 
 def _lr(optimizer: Any) -> float | None:
     try:
