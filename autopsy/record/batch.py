@@ -83,18 +83,18 @@ def batch_shape(batch: Any) -> list[int] | None:
     return list(t.shape) if t is not None else None
 
 
-def token_counts(batch: Any, dev: Any) -> Any:
-    """[tokens, supervised tokens (-1 = no labels)] as one small tensor (no sync here)."""
-    import torch
-
+def token_parts(batch: Any) -> tuple[Any, Any]:
+    """(tokens, supervised tokens): Python ints where the batch gives them without compute, else 0-d
+    tensors to read with the step's one host sync; (None, None) without token ids; sup None without
+    integer labels."""
     ids = ids_tensor(batch)
     if ids is None:
-        return None
+        return None, None
     mask = get_tensor(batch, "attention_mask")
-    tokens = mask.sum() if mask is not None else torch.tensor(ids.numel())
+    tokens = mask.sum() if mask is not None else ids.numel()
     labels = get_tensor(batch, "labels")
-    sup = (labels != IGNORE_INDEX).sum() if labels is not None and not labels.is_floating_point() else torch.tensor(-1)
-    return torch.stack([tokens.to(dev).float(), sup.to(dev).float()])
+    sup = (labels != IGNORE_INDEX).sum() if labels is not None and not labels.is_floating_point() else None
+    return tokens, sup
 
 
 def row_lengths(batch: Any) -> list[int] | None:

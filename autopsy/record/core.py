@@ -17,9 +17,10 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from autopsy.record.batch import batch_shape, sample_ids, save_batch, token_counts
+from autopsy.record.batch import batch_shape, sample_ids, save_batch, token_parts
+from autopsy.record.deep import DeepHooks
 from autopsy.record.format import FORMAT, RECORD_DIR, RECORD_FILE, VERSION
-from autopsy.record.replay import Call, replay_forward, rng_state, tensors
+from autopsy.record.replay import Call, replay_forward, rng_state
 from autopsy.record.writer import RecordWriter
 
 ACTIONS = ("record", "skip", "stop")
@@ -113,10 +114,12 @@ class Core:
         self._losses: list[Any] = []
         self._depth = 0
         self._replaying = False
-        self._fwd: list[tuple[int, Any]] = []
-        self._bwd: list[tuple[int, Any]] = []
+        self._deep: DeepHooks | None = None
         self._snap: tuple[int, list[Any], list[int]] | None = None
         self._gidx: Any = None
+        self._gpos: list[int] = []  # each parameter's group index
+        self._all: list[int] = []  # every parameter's index (the usual "present" list)
+        self._gpos_cache: dict[tuple[int, ...], list[int]] = {}
 
     # -- set-up ------------------------------------------------------------------------------
     def attach(self, model: Any) -> None:
@@ -137,16 +140,15 @@ class Core:
             gidx.append(index.setdefault(g, len(index)))
         self.groups = list(index)
         self._gidx = torch.tensor(gidx, dtype=torch.long)
+        self._gpos, self._all, self._gpos_cache = gidx, list(range(len(self.params))), {}
         for m in [model, *model.children()]:
             self._hooks.append(m.register_forward_pre_hook(self._pre, with_kwargs=True))
             self._hooks.append(m.register_forward_hook(self._post))
         self._order_hooks = [p.register_post_accumulate_grad_hook(self._order_hook(i))
                              for i, p in enumerate(self.params)]
         if self.deep:
-            mods = [(n, m) for n, m in model.named_modules() if n]
-            self.modules = [n for n, _ in mods]
-            for idx, (_, m) in enumerate(mods):
-                self._hooks.append(m.register_forward_hook(self._deep_hook(idx)))
+            self._deep = DeepHooks(model, self.groups, group_of)
+            self.modules = self._deep.names
         self._open(model)
 
     def _open(self, model: Any) -> None:
@@ -166,6 +168,9 @@ class Core:
     def remove_hooks(self) -> None:
         for h in self._hooks + self._order_hooks:
             h.remove()
+        if self._deep is not None:
+            self._deep.remove()
+            self._deep = None
         self._hooks, self._order_hooks = [], []
         if self._end_hook is not None:
             self._end_hook.remove()
@@ -218,27 +223,6 @@ class Core:
                 self._pending = self._norms()  # every gradient of the first step is in
         return hook
 
-    def _deep_hook(self, idx: int) -> Any:
-        import torch
-
-        inf = float("inf")
-
-        def grad_hook(g: Any) -> None:
-            if g is not None and g.is_floating_point() and g.numel():
-                self._bwd.append((idx, torch.linalg.vector_norm(g.detach(), inf)))
-
-        def hook(module: Any, args: Any, out: Any) -> None:
-            if self._replaying:
-                return
-            ts = [t for t in tensors(out) if t.is_floating_point() and t.numel()]
-            if not ts:
-                return
-            t = ts[0]
-            self._fwd.append((idx, torch.linalg.vector_norm(t.detach(), inf)))
-            if t.requires_grad and torch.is_grad_enabled():
-                t.register_hook(grad_hook)
-        return hook
-
     def _finish_order(self) -> None:
         """After the first backward the order in which gradients arrived is known: stop recording it,
         and (HF) hook the last parameter so norms are taken before gradient clipping."""
@@ -261,28 +245,46 @@ class Core:
         import torch
 
         if isinstance(loss, torch.Tensor):
-            self._losses.append(loss.detach().float().reshape(-1)[:1].reshape(()))
+            t = loss.detach()
+            self._losses.append(t if t.dim() == 0 else t.reshape(-1)[:1].reshape(()))
         elif isinstance(loss, (int, float)):
             self._losses.append(torch.tensor(float(loss)))
 
     # -- per step ------------------------------------------------------------------------------
-    def _norms(self) -> tuple[Any, list[int]] | None:
+    def _norms(self) -> tuple[list[Any], list[int]] | None:
+        """Each present gradient's L2 norm as a float32 0-d tensor (one fused op, no sync)."""
         import torch
 
-        present = [i for i, p in enumerate(self.params) if p.grad is not None]
-        if not present:
-            return None
-        grads = [self.params[i].grad.detach() for i in present]
-        norms = torch._foreach_norm(grads)
-        dev = norms[0].device
-        if any(n.device != dev for n in norms):
-            norms = [n.to(dev) for n in norms]
-        return torch.stack(norms).float(), present
+        grads = [p.grad for p in self.params]
+        present = self._all
+        if any(g is None for g in grads):
+            present = [i for i, g in enumerate(grads) if g is not None]
+            if not present:
+                return None
+            grads = [grads[i] for i in present]
+        with torch.no_grad():
+            try:  # float32 norms of float16/bfloat16 gradients: no overflow of the norm itself
+                return list(torch._foreach_norm(grads, 2, dtype=torch.float32)), present
+            except RuntimeError:  # float64 or complex gradients
+                return [n.float() for n in torch._foreach_norm(grads)], present
+
+    def _groups_of(self, present: list[int]) -> list[int]:
+        """Each present parameter's group index (cached: the same parameters have gradients every step)."""
+        if present is self._all:
+            return self._gpos
+        key = tuple(present)
+        got = self._gpos_cache.get(key)
+        if got is None:
+            got = self._gpos_cache[key] = [self._gpos[i] for i in present]
+        return got
 
     def pre_step(self, step: int, loss: Any = None, optimizer: Any = None, batch: Any = None,
                  scaler: Any = None) -> bool:
         """Record one step (gradients computed, optimizer not yet stepped). Returns whether the
-        optimizer step may go on; on a non-finite step it localises, saves the batch and acts."""
+        optimizer step may go on; on a non-finite step it localises, saves the batch and acts.
+
+        Per step: one fused norm over the gradients, one ``stack`` of those norms with the loss and
+        the token counts, one ``tolist`` (the only host sync); group sums in Python."""
         import torch
 
         self.last_step = step
@@ -294,24 +296,35 @@ class Core:
         self._pending = None
         batch = batch if batch is not None else self._batch_from_calls()
         entry: dict[str, Any] = {"t": "step", "step": step}
-        pnorms = None
+        parts: list[Any] = list(got[0]) if got is not None else []
+        n_norms = len(parts)
+        if self._losses:
+            losses = self._losses
+            parts.append(losses[0].float() if len(losses) == 1
+                         else torch.stack([x.to(losses[0].device).float() for x in losses]).mean())
+        tokens, sup = token_parts(batch)
+        if isinstance(tokens, torch.Tensor):
+            parts.append(tokens)
+        if isinstance(sup, torch.Tensor):
+            parts.append(sup)
+        n_parts = len(parts)
+        if self._deep is not None:
+            parts += self._deep.tensors()
+        values = _host_values(parts)
+        loss_v = values[n_norms] if self._losses else None
+        extra = n_norms + (1 if self._losses else 0)
+        if isinstance(tokens, torch.Tensor):
+            tokens, extra = int(values[extra]), extra + 1
+        if isinstance(sup, torch.Tensor):
+            sup = int(values[extra])
+        pnorms: list[float] | None = None
+        gnorm = math.nan
         if got is not None:
-            pnorms, present = got
-            dev = pnorms.device
-            gidx = self._gidx.to(dev)[torch.tensor(present, device=dev)]
-            gsq = torch.zeros(len(self.groups), device=dev).index_add_(0, gidx, pnorms * pnorms)
-            parts = [gsq.sqrt(), gsq.sum().sqrt().reshape(1)]
-        else:
-            dev = torch.device("cpu")
-            parts = [torch.full((len(self.groups),), float("nan")), torch.tensor([float("nan")])]
-        loss_t = torch.stack([x.to(dev).float() for x in self._losses]).mean().reshape(1) if self._losses else None
-        tok = token_counts(batch, dev)
-        vec = torch.cat([*parts, *([loss_t] if loss_t is not None else []), *([tok] if tok is not None else [])])
-        values = vec.tolist()
-        G = len(self.groups)
-        group_norms, gnorm = values[:G], values[G]
-        rest = values[G + 1:]
-        loss_v = rest.pop(0) if loss_t is not None else None
+            pnorms = values[:n_norms]
+            gsq = [0.0] * len(self.groups)
+            for g, v in zip(self._groups_of(got[1]), pnorms):
+                gsq[g] += v * v
+            gnorm = math.sqrt(sum(gsq))
         entry["loss"] = loss_v
         entry["lr"] = _lr(optimizer)
         if scaler is not None:
@@ -320,9 +333,9 @@ class Core:
             except Exception:  # noqa: BLE001 - a scaler without get_scale: no scale recorded
                 pass
         entry["gn"] = _r(gnorm) if got is not None else None
-        entry["g"] = [_r(x) for x in group_norms] if got is not None else None
-        if tok is not None:
-            entry["tokens"], entry["sup"] = int(rest[0]), (int(rest[1]) if rest[1] >= 0 else None)
+        entry["g"] = [_r(math.sqrt(x)) for x in gsq] if got is not None else None
+        if tokens is not None:
+            entry["tokens"], entry["sup"] = tokens, sup
         shape = batch_shape(batch)
         if shape:
             entry["shape"] = shape
@@ -331,9 +344,9 @@ class Core:
             entry["ids"] = ids
         if len(self._calls) > 1:
             entry["micro"] = len(self._calls)
-        deep = self._deep_entry() if self.deep else None
+        deep = self._deep.entry(values[n_parts:]) if self._deep is not None else None
         if deep is not None:
-            entry["a"] = deep.pop("group_amax")
+            entry["a"] = [_r(v) if v is not None else None for v in deep.pop("group_amax")]
         ring_entry = dict(entry, **(deep or {}))
         self.ring.append(ring_entry)
         bad_grad = got is not None and not math.isfinite(gnorm)
@@ -350,36 +363,9 @@ class Core:
                 proceed = self._nonfinite(step, entry, ring_entry, pnorms, got[1] if got else [], bad_loss, batch,
                                           optimizer)
         self._calls, self._losses, self._depth = [], [], 0
-        self._fwd, self._bwd = [], []
+        if self._deep is not None:
+            self._deep.reset()
         return proceed
-
-    def _deep_entry(self) -> dict[str, Any] | None:
-        import torch
-
-        if not self._fwd and not self._bwd:
-            return None
-        n_f = len(self._fwd)
-        vals = torch.stack([v.float().cpu() for _, v in self._fwd + self._bwd]).tolist()
-        fwd, bwd = vals[:n_f], vals[n_f:]
-        per_f = [None] * len(self.modules)
-        per_b = [None] * len(self.modules)
-        first_f = next((self.modules[i] for (i, _), v in zip(self._fwd, fwd) if not math.isfinite(v)), None)
-        first_b = next((self.modules[i] for (i, _), v in zip(self._bwd, bwd) if not math.isfinite(v)), None)
-        for (i, _), v in zip(self._fwd, fwd):
-            per_f[i] = v if per_f[i] is None or not math.isfinite(v) or v > per_f[i] else per_f[i]
-        for (i, _), v in zip(self._bwd, bwd):
-            per_b[i] = v if per_b[i] is None or not math.isfinite(v) or v > per_b[i] else per_b[i]
-        gmax: dict[str, float] = {}
-        for name, v in zip(self.modules, per_f):
-            if v is None:
-                continue
-            g = group_of(name + ".x")
-            if g in self.groups:
-                gmax[g] = v if not math.isfinite(v) or v > gmax.get(g, -1.0) else gmax[g]
-        return {"fwd_amax": [_r(v) if v is not None else None for v in per_f],
-                "bwd_amax": [_r(v) if v is not None else None for v in per_b],
-                "first_nonfinite_output": first_f, "first_nonfinite_grad": first_b,
-                "group_amax": [_r(gmax[g]) if g in gmax else None for g in self.groups]}
 
     def _update_ratio(self, step: int) -> None:
         """|update| / |weight| per layer on a fixed sample of each parameter, every k steps."""
@@ -405,7 +391,7 @@ class Core:
             self._snap = (step, [self.params[i].detach().reshape(-1)[:UPDATE_SAMPLE].float().clone() for i in idx], idx)
 
     # -- the non-finite step ---------------------------------------------------------------------
-    def _nonfinite(self, step: int, entry: dict[str, Any], ring_entry: dict[str, Any], pnorms: Any,
+    def _nonfinite(self, step: int, entry: dict[str, Any], ring_entry: dict[str, Any], pnorms: list[float] | None,
                    present: list[int], bad_loss: bool, batch: Any, optimizer: Any) -> bool:
         self.nonfinite_steps += 1
         first = self.nonfinite_steps == 1
@@ -416,7 +402,7 @@ class Core:
             if self.save_batch:
                 event.update(save_batch(self.dir, step, batch, self._calls))
         if first:
-            self.write({"t": "ring", "step": step, "steps": list(self.ring)})
+            self.write({"t": "ring", "step": step, "steps": [_rounded(e) for e in self.ring]})
         event["action"] = self.on_nonfinite
         if self.on_nonfinite == "record":
             self.dirty = True
@@ -437,12 +423,12 @@ class Core:
                 for p in g.get("params", []):
                     p.grad = None
 
-    def _localise(self, pnorms: Any, present: list[int], bad_loss: bool, ring_entry: dict[str, Any]) -> dict[str, Any]:
+    def _localise(self, pnorms: list[float] | None, present: list[int], bad_loss: bool,
+                  ring_entry: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         bad: list[int] = []
         if pnorms is not None:
-            vals = pnorms.tolist()
-            bad = [present[k] for k, v in enumerate(vals) if not math.isfinite(v)]
+            bad = [present[k] for k, v in enumerate(pnorms) if not math.isfinite(v)]
         out["nonfinite_params"] = len(bad)
         out["params"] = len(self.params)
         out["nonfinite_groups"] = len({group_of(self.names[i]) for i in bad})
@@ -478,10 +464,14 @@ class Core:
 
     def _replay_forward(self) -> dict[str, Any] | None:
         self._replaying = True
+        if self._deep is not None:
+            self._deep.paused = True
         try:
             return replay_forward(self.model, self._calls)
         finally:
             self._replaying = False
+            if self._deep is not None:
+                self._deep.paused = False
 
     def _batch_from_calls(self) -> Any:
         if not self._calls:
@@ -490,6 +480,27 @@ class Core:
         if c.kwargs:
             return c.kwargs
         return c.args[0] if len(c.args) == 1 else list(c.args)
+
+def _rounded(entry: dict[str, Any]) -> dict[str, Any]:
+    """A ring entry as written: deep mode's per-module values rounded like the rest."""
+    if "fwd_amax" not in entry:
+        return entry
+    return dict(entry, **{k: [_r(v) if v is not None else None for v in entry[k]] for k in ("fwd_amax", "bwd_amax")})
+
+
+def _host_values(parts: list[Any]) -> list[float]:
+    """0-d tensors as Python floats in one host transfer: stacked as float32 on the first one's device
+    (a tensor on another device, e.g. a pipeline's loss, is moved there first)."""
+    import torch
+
+    if not parts:
+        return []
+    try:
+        return torch.stack(parts).float().tolist()
+    except RuntimeError:  # tensors on several devices
+        dev = parts[0].device
+        return torch.stack([t.to(dev) for t in parts]).float().tolist()
+
 
 def _lr(optimizer: Any) -> float | None:
     try:
