@@ -1,11 +1,12 @@
 """The recorder itself, shared by the HF, Lightning and plain-loop front ends.
 
 Cost model (why it stays cheap): per step, one fused ``torch._foreach_norm`` over the gradients
-that exist anyway, one ``index_add_`` to per-layer sums, and one host sync (a single ``tolist()``)
-for loss, norms and token counts together; the inputs of the step's outermost module calls are
-kept by reference (no copy) with the RNG state, so a non-finite step can be replayed with hooks
-afterwards instead of hooking every module on every step. Deep mode adds forward hooks and
-output-gradient hooks on every module (two small reductions each).
+that exist anyway and one host read (a single ``tolist()``; on CPU, direct reads) for norms, loss
+and token counts together; per-layer sums in Python from precomputed parameter groups; one record
+line, one ``write(2)``. The inputs of the step's outermost module calls are kept by reference (no
+copy) with the RNG state, so a non-finite step can be replayed with hooks afterwards
+(``replay.py``) instead of hooking every module on every step. Deep mode (``deep.py``) adds one
+``aminmax`` per module output and per output gradient, read with the same host read.
 """
 
 from __future__ import annotations
@@ -116,7 +117,6 @@ class Core:
         self._replaying = False
         self._deep: DeepHooks | None = None
         self._snap: tuple[int, list[Any], list[int]] | None = None
-        self._gidx: Any = None
         self._gpos: list[int] = []  # each parameter's group index
         self._all: list[int] = []  # every parameter's index (the usual "present" list)
         self._gpos_cache: dict[tuple[int, ...], list[int]] = {}
@@ -124,7 +124,6 @@ class Core:
     # -- set-up ------------------------------------------------------------------------------
     def attach(self, model: Any) -> None:
         """Hook the model (idempotent) and write the header."""
-        import torch
 
         if model is self.model:
             return
@@ -139,7 +138,6 @@ class Core:
             g = group_of(n)
             gidx.append(index.setdefault(g, len(index)))
         self.groups = list(index)
-        self._gidx = torch.tensor(gidx, dtype=torch.long)
         self._gpos, self._all, self._gpos_cache = gidx, list(range(len(self.params))), {}
         for m in [model, *model.children()]:
             self._hooks.append(m.register_forward_pre_hook(self._pre, with_kwargs=True))
@@ -376,19 +374,25 @@ class Core:
         if self._snap is not None:
             at, snap, idx = self._snap
             self._snap = None
-            cur = [self.params[i].detach().reshape(-1)[:UPDATE_SAMPLE].float() for i in idx]
-            d = torch._foreach_norm(torch._foreach_sub(cur, snap))
-            w = torch._foreach_norm(snap)
-            dev = d[0].device
-            gi = self._gidx.to(dev)[torch.tensor(idx, device=dev)]
-            dsq = torch.zeros(len(self.groups), device=dev).index_add_(0, gi, torch.stack(d) ** 2)
-            wsq = torch.zeros(len(self.groups), device=dev).index_add_(0, gi, torch.stack(w) ** 2)
-            vals = torch.cat([(dsq / wsq.clamp_min(1e-30)).sqrt(), (dsq.sum() / wsq.sum().clamp_min(1e-30)).sqrt()
-                              .reshape(1)]).tolist()
-            self.write({"t": "update", "step": at, "ratio": _r(vals[-1]), "g": [_r(v) for v in vals[:-1]]})
+            with torch.no_grad():
+                cur = [self.params[i].reshape(-1)[:UPDATE_SAMPLE].float() for i in idx]
+                d = torch._foreach_norm(torch._foreach_sub(cur, snap))
+                w = torch._foreach_norm(snap)
+            vals = _host_values([*d, *w])
+            G = len(self.groups)
+            dsq, wsq = [0.0] * G, [0.0] * G
+            for k, i in enumerate(idx):
+                g = self._gpos[i]
+                dsq[g] += vals[k] * vals[k]
+                wsq[g] += vals[len(idx) + k] * vals[len(idx) + k]
+            ratios = [math.sqrt(x / max(y, 1e-30)) for x, y in zip(dsq, wsq)]
+            total = math.sqrt(sum(dsq) / max(sum(wsq), 1e-30))
+            self.write({"t": "update", "step": at, "ratio": _r(total), "g": [_r(v) for v in ratios]})
         if step % self.update_every == 0 or step == 1:
             idx = [i for i, p in enumerate(self.params) if p.is_contiguous()]
-            self._snap = (step, [self.params[i].detach().reshape(-1)[:UPDATE_SAMPLE].float().clone() for i in idx], idx)
+            with torch.no_grad():
+                self._snap = (step, [self.params[i].reshape(-1)[:UPDATE_SAMPLE].to(torch.float32, copy=True)
+                                     for i in idx], idx)
 
     # -- the non-finite step ---------------------------------------------------------------------
     def _nonfinite(self, step: int, entry: dict[str, Any], ring_entry: dict[str, Any], pnorms: list[float] | None,
@@ -490,11 +494,13 @@ def _rounded(entry: dict[str, Any]) -> dict[str, Any]:
 
 def _host_values(parts: list[Any]) -> list[float]:
     """0-d tensors as Python floats in one host transfer: stacked as float32 on the first one's device
-    (a tensor on another device, e.g. a pipeline's loss, is moved there first)."""
+    (a tensor on another device, e.g. a pipeline's loss, is moved there first); on CPU, read one by one."""
     import torch
 
     if not parts:
         return []
+    if all(t.is_cpu for t in parts):  # no device to sync with: item() each is cheaper than a stack
+        return [float(t.item()) for t in parts]
     try:
         return torch.stack(parts).float().tolist()
     except RuntimeError:  # tensors on several devices
