@@ -1,18 +1,22 @@
 """Overhead of the flight recorder (autopsy.record) on real models, beside the usual alternatives.
 
 Modes, timed per training step (zero_grad, forward, backward, recorder, SGD step), each on its own
-copy of the model, interleaved step by step (order rotated) so machine noise hits every mode alike:
+copy of the model, interleaved step by step (A B C D E, order rotated every repetition) so machine
+noise hits every mode alike; warm-up steps excluded:
   baseline   no instrumentation
   cheap      Recorder(on_nonfinite="skip")            (the default mode)
   deep       Recorder(deep=True)                       (forward + output-gradient hooks on every module)
   hf-debug   transformers' DebugUnderflowOverflow      (forward hooks, abs-min/max of every tensor)
   anomaly    torch.autograd.detect_anomaly()           (PyTorch's own NaN finder; debugging only)
-Models: the tiny Llama of sample_logs (scripts/make_samples.py: hidden 16, 2 layers) and a ~110M-parameter
-Llama (hidden 768, 12 layers, vocab 16k) on CPU. Also: the record's bytes per step for a 30-layer model.
+Each mode's overhead is taken per repetition against the baseline step of the same repetition
+(paired): the median of those ratios and differences, with their interquartile range. Models: the
+tiny Llama of sample_logs (scripts/make_samples.py: hidden 16, 2 layers) and a ~110M-parameter Llama
+(hidden 768, 12 layers, vocab 16k) on CPU, 1 torch thread (2 shared cores). Also: the record's bytes
+per step for a 30-layer model, and (--profile) the recorder's own cost per step by component.
 
-    .venv/bin/python benchmarks/bench_record.py [--rounds 5] [--large-rounds 3] [--steps 3] [--skip-large]
+    .venv/bin/python benchmarks/bench_record.py [--reps 200] [--large-reps 6] [--skip-large] [--profile]
 
-Prints a Markdown table (median step time per mode, overhead vs baseline with the range over rounds).
+Prints the load average (uptime) before and after, and a Markdown table.
 """
 
 from __future__ import annotations
@@ -20,12 +24,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
-
 import warnings
+from pathlib import Path
 
 import torch
 
@@ -79,34 +83,139 @@ class Arm:
         return time.perf_counter() - t0
 
 
-def measure(name: str, make, vocab: int, bs: int, seq: int, rounds: int, steps: int) -> dict[str, list[float]]:
-    """Each round: ``steps`` steps of every mode, interleaved step by step (order rotated per step);
-    per round and mode the median step time, and its ratio to the baseline's in that round."""
+def quartiles(xs: list[float]) -> tuple[float, float, float]:
+    if len(xs) < 2:
+        return xs[0], xs[0], xs[0]
+    q1, q2, q3 = statistics.quantiles(xs, n=4)
+    return q1, q2, q3
+
+
+def measure(name: str, make, vocab: int, bs: int, seq: int, reps: int, warmup: int = 3) -> dict[str, dict[str, list[float]]]:
+    """``reps`` repetitions of one step of every mode (order rotated per repetition); per mode the
+    step times, and per repetition the ratio and difference to that repetition's baseline step."""
     import copy
 
-    per_mode: dict[str, list[float]] = {m: [] for m in MODES}
-    ratios: dict[str, list[float]] = {m: [] for m in MODES}
+    times: dict[str, list[float]] = {m: [] for m in MODES}
+    ratio: dict[str, list[float]] = {m: [] for m in MODES}
+    diff: dict[str, list[float]] = {m: [] for m in MODES}
     with tempfile.TemporaryDirectory() as tmp:
         base = make()
         arms = [Arm(m, base if m == "baseline" else copy.deepcopy(base), Path(tmp)) for m in MODES]
-        for arm in arms:  # warm-up (first step records the backward order, allocator warms up)
-            arm.step(batch(vocab, bs, seq, 0))
-        for r in range(rounds):
-            got: dict[str, list[float]] = {m: [] for m in MODES}
-            for i in range(steps):
-                b = batch(vocab, bs, seq, r * steps + i + 1)
-                k = (r * steps + i) % len(arms)
-                for arm in arms[k:] + arms[:k]:
-                    got[arm.mode].append(arm.step(b))
+        for w in range(warmup):  # first steps record the backward order; the allocator warms up
+            for arm in arms:
+                arm.step(batch(vocab, bs, seq, w))
+        every = max(1, reps // 5)
+        for r in range(reps):
+            b = batch(vocab, bs, seq, r + warmup)
+            k = r % len(arms)
+            got = {arm.mode: arm.step(b) for arm in arms[k:] + arms[:k]}
             for m in MODES:
-                per_mode[m] += got[m]
-                ratios[m].append(statistics.median(got[m]) / statistics.median(got["baseline"]) - 1)
-            print(f"  {name} round {r + 1}/{rounds}: " + ", ".join(f"{m} {statistics.median(got[m]) * 1e3:.1f} ms"
-                                                              for m in MODES), flush=True)
+                times[m].append(got[m])
+                ratio[m].append(got[m] / got["baseline"] - 1)
+                diff[m].append(got[m] - got["baseline"])
+            if (r + 1) % every == 0 or r + 1 == reps:
+                print(f"  {name} {r + 1}/{reps}: median " + ", ".join(
+                    f"{m} {statistics.median(times[m]) * 1e3:.2f} ms" for m in MODES), flush=True)
         for arm in arms:
             if arm.rec is not None:
                 arm.rec.close()
-    return {"times": per_mode, "ratios": ratios}
+    return {"times": times, "ratio": ratio, "diff": diff}
+
+
+def _ms(s: float) -> str:
+    return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.2f} s"
+
+
+def _us(s: float) -> str:
+    return f"{s * 1e6:+.0f} us" if abs(s) < 0.1 else f"{s * 1e3:+.0f} ms"
+
+
+def profile(layers: int, reps: int = 40, inner: int = 20) -> None:
+    """The recorder's own work per step, by component (µs, median over interleaved blocks of
+    ``inner`` calls; the gradients of one real backward, fixed), and forward+backward with and
+    without the recorder's hooks."""
+    import make_samples as ms
+
+    from autopsy.record import Recorder
+    from autopsy.record.batch import batch_shape, sample_ids, token_parts
+    from autopsy.record.core import _host_values, _lr
+
+    model = llama(ms.HIDDEN, layers, ms.HEADS, ms.INTERMEDIATE, 64)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-6)
+    b = batch(64, 8, 32, 1)
+    with tempfile.TemporaryDirectory() as tmp:
+        recs = {mode: Recorder(Path(tmp) / mode, model=model, on_nonfinite="skip", deep=mode == "deep")
+                for mode in ("cheap", "deep")}
+
+        def fb():
+            opt.zero_grad(set_to_none=True)
+            loss = model(**b).loss
+            loss.backward()
+            return loss
+
+        def hooks(on: dict[str, bool]) -> None:
+            for mode, rec in recs.items():
+                rec.core._replaying = not on[mode]  # the recorder's hooks return at once
+                if rec.core._deep is not None:
+                    rec.core._deep.paused = not on[mode]
+
+        hooks({"cheap": True, "deep": False})
+        loss = fb()
+        core = recs["cheap"].core
+        for _ in range(3):
+            recs["cheap"].step(loss=loss, optimizer=opt, batch=b)
+        got = core._norms()
+        tok, sup = token_parts(b)
+        parts = [*got[0], loss, *(t for t in (tok, sup) if isinstance(t, torch.Tensor))]
+        entry = {"t": "step", "step": 5, "loss": 1.234, "lr": 1e-5, "gn": 0.5, "g": [0.1234] * len(core.groups),
+                 "tokens": 256, "sup": 256, "shape": [8, 32]}
+
+        def everything() -> None:
+            hooks({"cheap": False, "deep": False})
+
+        parts_fn = {
+            "gradient norms (_foreach_norm)": core._norms,
+            "batch reads (tokens, shape, ids, lr)": lambda: (token_parts(b), batch_shape(b), sample_ids(b), _lr(opt)),
+            "one host read (stack + tolist)": lambda: _host_values(parts),
+            "record line (json + write)": lambda: core.write(entry),
+            "Recorder.step, whole (cheap)": lambda: recs["cheap"].step(loss=loss, optimizer=opt, batch=b),
+        }
+        res: dict[str, list[float]] = {k: [] for k in parts_fn}
+        fbres: dict[str, list[float]] = {k: [] for k in ("no hooks", "cheap hooks", "deep hooks")}
+        for _ in range(reps):
+            for k, f in parts_fn.items():
+                t0 = time.perf_counter()
+                for _ in range(inner):
+                    f()
+                res[k].append((time.perf_counter() - t0) / inner)
+            for k, on in (("no hooks", {"cheap": False, "deep": False}), ("cheap hooks", {"cheap": True, "deep": False}),
+                          ("deep hooks", {"cheap": False, "deep": True})):
+                hooks(on)
+                t0 = time.perf_counter()
+                fb()
+                fbres[k].append(time.perf_counter() - t0)
+                if k == "deep hooks":  # the deep values of this step, read as Recorder.step does
+                    t1 = time.perf_counter()
+                    recs["deep"].core._deep.entry(_host_values(recs["deep"].core._deep.tensors()))
+                    recs["deep"].core._deep.reset()
+                    res.setdefault("deep values (read + per-module max)", []).append(time.perf_counter() - t1)
+            everything()
+        for rec in recs.values():
+            rec.close()
+    print(f"\nRecorder cost per step by component, tiny Llama with {layers} layers "
+          f"({len(core.params)} parameters, {len(core.groups)} groups, {len(recs['deep'].core.modules)} modules); "
+          "median (IQR) over interleaved blocks:")
+    print("| component | us per step |\n|---|---|")
+    for k, v in res.items():
+        q1, q2, q3 = quartiles(v)
+        print(f"| {k} | {q2 * 1e6:.0f} ({q1 * 1e6:.0f}..{q3 * 1e6:.0f}) |")
+    base = fbres["no hooks"]
+    for k in ("cheap hooks", "deep hooks"):
+        d = [x - y for x, y in zip(fbres[k], base)]
+        q1, q2, q3 = quartiles(d)
+        print(f"| forward+backward, {k} minus none | {q2 * 1e6:+.0f} ({q1 * 1e6:+.0f}..{q3 * 1e6:+.0f}) |")
+    q1, q2, q3 = quartiles(base)
+    print(f"| (forward+backward without hooks) | {q2 * 1e6:.0f} ({q1 * 1e6:.0f}..{q3 * 1e6:.0f}) |")
 
 
 def record_bytes(layers: int, steps: int, deep: bool) -> float:
@@ -131,20 +240,28 @@ def record_bytes(layers: int, steps: int, deep: bool) -> float:
     return (size - start) / steps
 
 
+def load() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=5).stdout.strip()
+    except Exception:  # noqa: BLE001
+        return "uptime unavailable"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--large-rounds", type=int, default=3)
-    ap.add_argument("--tiny-steps", type=int, default=40)
+    ap.add_argument("--reps", type=int, default=200, help="interleaved repetitions, tiny model")
+    ap.add_argument("--large-reps", type=int, default=6, help="interleaved repetitions, ~110M model")
     ap.add_argument("--skip-large", action="store_true")
+    ap.add_argument("--profile", action="store_true", help="also the recorder's cost by component")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1: steadier on a shared machine)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     import make_samples as ms
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU; no GPU in this run")
+    print(f"load before: {load()}", flush=True)
     results = []
+
     def tiny():
         return llama(ms.HIDDEN, ms.LAYERS, ms.HEADS, ms.INTERMEDIATE, 64)
 
@@ -152,22 +269,32 @@ def main() -> None:
         return llama(768, 12, 12, 2048, 16000)
 
     results.append(("tiny Llama (sample_logs), bs 8 x 32", sum(p.numel() for p in tiny().parameters()),
-                    measure("tiny", tiny, 64, 8, 32, a.rounds, a.tiny_steps)))
+                    measure("tiny", tiny, 64, 8, 32, a.reps)))
     if not a.skip_large:
         results.append(("Llama 12 x 768, bs 2 x 128", sum(p.numel() for p in big().parameters()),
-                        measure("110M", big, 16000, 2, 128, a.large_rounds, a.steps)))
-    print("\n| model | params | baseline step | " + " | ".join(MODES[1:]) + " |")
-    print("|---|---|---|" + "---|" * (len(MODES) - 1))
+                        measure("110M", big, 16000, 2, 128, a.large_reps, warmup=1)))
+    print(f"load after: {load()}")
+    print("\nOverhead: ratio of the mode's median step to the baseline's median step; then the paired figures"
+          " (each step against the baseline step of the same repetition): median difference, median ratio (IQR)")
+    print("\n| model | params | reps | baseline step, median (IQR) | " + " | ".join(MODES[1:]) + " |")
+    print("|---|---|---|---|" + "---|" * (len(MODES) - 1))
     for name, n, res in results:
-        base = statistics.median(res["times"]["baseline"])
+        q1, q2, q3 = quartiles(res["times"]["baseline"])
         cells = []
         for m in MODES[1:]:
-            r = res["ratios"][m]
-            cells.append(f"{statistics.median(r) * 100:+.1f}% ({min(r) * 100:+.1f}..{max(r) * 100:+.1f})")
-        print(f"| {name} | {n / 1e6:.2f}M | {base * 1e3:.1f} ms | " + " | ".join(cells) + " |")
+            r1, r2, r3 = quartiles(res["ratio"][m])
+            d2 = statistics.median(res["diff"][m])
+            rm = statistics.median(res["times"][m]) / q2 - 1
+            cells.append(f"**{rm * 100:+.1f}%**; {_us(d2)}, {r2 * 100:+.1f}% ({r1 * 100:+.1f}..{r3 * 100:+.1f})")
+        print(f"| {name} | {n / 1e6:.2f}M | {len(res['ratio']['baseline'])} | {_ms(q2)} ({_ms(q1)}..{_ms(q3)}) | "
+              + " | ".join(cells) + " |")
     for deep in (False, True):
-        b = record_bytes(30, 20, deep)
-        print(f"record bytes per step, 30-layer Llama, {'deep' if deep else 'cheap'} mode: {b:.0f} B")
+        size = record_bytes(30, 20, deep)
+        print(f"record bytes per step, 30-layer Llama, {'deep' if deep else 'cheap'} mode: {size:.0f} B")
+    if a.profile:
+        for layers in (ms.LAYERS, 30):
+            profile(layers)
+        print(f"load after the profile: {load()}")
 
 
 if __name__ == "__main__":

@@ -1,16 +1,16 @@
 """The recorder itself, shared by the HF, Lightning and plain-loop front ends.
 
 Cost model (why it stays cheap): per step, one fused ``torch._foreach_norm`` over the gradients
-that exist anyway, one ``index_add_`` to per-layer sums, and one host sync (a single ``tolist()``)
-for loss, norms and token counts together; the inputs of the step's outermost module calls are
-kept by reference (no copy) with the RNG state, so a non-finite step can be replayed with hooks
-afterwards instead of hooking every module on every step. Deep mode adds forward hooks and
-output-gradient hooks on every module (two small reductions each).
+that exist anyway and one host read (a single ``tolist()``; on CPU, direct reads) for norms, loss
+and token counts together; per-layer sums in Python from precomputed parameter groups; one record
+line, one ``write(2)``. The inputs of the step's outermost module calls are kept by reference (no
+copy) with the RNG state, so a non-finite step can be replayed with hooks afterwards
+(``replay.py``) instead of hooking every module on every step. Deep mode (``deep.py``) adds one
+``aminmax`` per module output and per output gradient, read with the same host read.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -18,7 +18,11 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from autopsy.record.batch import batch_shape, sample_ids, save_batch, token_parts
+from autopsy.record.deep import DeepHooks
 from autopsy.record.format import FORMAT, RECORD_DIR, RECORD_FILE, VERSION
+from autopsy.record.replay import Call, replay_forward, rng_state
+from autopsy.record.writer import RecordWriter
 
 ACTIONS = ("record", "skip", "stop")
 #: steps kept in memory and dumped on the first non-finite step
@@ -33,9 +37,6 @@ MAX_CALLS = 64
 MAX_LOCALISE = 3
 #: significant digits of per-layer numbers: a 30-layer step line stays far below 2 KB
 SIG = 4
-#: label value ignored by the loss (HF, PyTorch cross_entropy default)
-IGNORE_INDEX = -100
-_ID_KEYS = ("id", "ids", "idx", "index", "sample_id", "sample_ids", "sample_idx")
 
 
 def group_of(name: str) -> str:
@@ -52,27 +53,6 @@ def _r(x: float) -> float:
     return float(f"{x:.{SIG}g}") if math.isfinite(x) else x
 
 
-def _tensors(obj: Any, depth: int = 0) -> list[Any]:
-    """Tensors inside a module output / input (tuples, lists, dicts, ModelOutput), shallowly."""
-    import torch
-
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if depth > 3:
-        return []
-    if isinstance(obj, dict):
-        return [t for v in obj.values() for t in _tensors(v, depth + 1)]
-    if isinstance(obj, (list, tuple)):
-        return [t for v in obj for t in _tensors(v, depth + 1)]
-    return []
-
-
-def _has_nonfinite(obj: Any) -> bool:
-    import torch
-
-    return any(t.is_floating_point() and t.numel() and not bool(torch.isfinite(t).all()) for t in _tensors(obj))
-
-
 def _loss_of(out: Any) -> Any:
     import torch
 
@@ -80,28 +60,6 @@ def _loss_of(out: Any) -> Any:
     if isinstance(loss, torch.Tensor) and loss.numel() == 1 and loss.is_floating_point():
         return loss.detach().reshape(())
     return None
-
-
-def _rng_state() -> tuple[Any, Any]:
-    import torch
-
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
-    return torch.get_rng_state(), cuda
-
-
-def _set_rng(state: tuple[Any, Any]) -> None:
-    import torch
-
-    torch.set_rng_state(state[0])
-    if state[1] is not None:
-        torch.cuda.set_rng_state_all(state[1])
-
-
-class _Call:
-    __slots__ = ("module", "args", "kwargs", "rng")
-
-    def __init__(self, module: Any, args: Any, kwargs: Any, rng: Any) -> None:
-        self.module, self.args, self.kwargs, self.rng = module, args, kwargs, rng
 
 
 def check_action(on_nonfinite: str) -> None:
@@ -145,7 +103,7 @@ class Core:
         self.stopped = False
         self.dirty = False  # a non-finite step was let through: weights may be corrupt
         self.last_step = 0
-        self._fd: int | None = None
+        self._out: RecordWriter | None = None
         self._hooks: list[Any] = []
         self._order_hooks: list[Any] = []
         self._order: list[int] = []
@@ -153,19 +111,19 @@ class Core:
         self._order_done = False
         self._end_hook: Any = None
         self._pending: Any = None
-        self._calls: list[_Call] = []
+        self._calls: list[Call] = []
         self._losses: list[Any] = []
         self._depth = 0
         self._replaying = False
-        self._fwd: list[tuple[int, Any]] = []
-        self._bwd: list[tuple[int, Any]] = []
+        self._deep: DeepHooks | None = None
         self._snap: tuple[int, list[Any], list[int]] | None = None
-        self._gidx: Any = None
+        self._gpos: list[int] = []  # each parameter's group index
+        self._all: list[int] = []  # every parameter's index (the usual "present" list)
+        self._gpos_cache: dict[tuple[int, ...], list[int]] = {}
 
     # -- set-up ------------------------------------------------------------------------------
     def attach(self, model: Any) -> None:
         """Hook the model (idempotent) and write the header."""
-        import torch
 
         if model is self.model:
             return
@@ -180,24 +138,21 @@ class Core:
             g = group_of(n)
             gidx.append(index.setdefault(g, len(index)))
         self.groups = list(index)
-        self._gidx = torch.tensor(gidx, dtype=torch.long)
+        self._gpos, self._all, self._gpos_cache = gidx, list(range(len(self.params))), {}
         for m in [model, *model.children()]:
             self._hooks.append(m.register_forward_pre_hook(self._pre, with_kwargs=True))
             self._hooks.append(m.register_forward_hook(self._post))
         self._order_hooks = [p.register_post_accumulate_grad_hook(self._order_hook(i))
                              for i, p in enumerate(self.params)]
         if self.deep:
-            mods = [(n, m) for n, m in model.named_modules() if n]
-            self.modules = [n for n, _ in mods]
-            for idx, (_, m) in enumerate(mods):
-                self._hooks.append(m.register_forward_hook(self._deep_hook(idx)))
+            self._deep = DeepHooks(model, self.groups, group_of)
+            self.modules = self._deep.names
         self._open(model)
 
     def _open(self, model: Any) -> None:
         import torch
 
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._out = RecordWriter(self.path)
         header = {"t": "header", "format": FORMAT, "version": VERSION, "framework": self.framework,
                   "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "mode": "deep" if self.deep else "cheap",
@@ -211,6 +166,9 @@ class Core:
     def remove_hooks(self) -> None:
         for h in self._hooks + self._order_hooks:
             h.remove()
+        if self._deep is not None:
+            self._deep.remove()
+            self._deep = None
         self._hooks, self._order_hooks = [], []
         if self._end_hook is not None:
             self._end_hook.remove()
@@ -219,23 +177,16 @@ class Core:
     # -- the record ----------------------------------------------------------------------------
     def write(self, obj: dict[str, Any], sync: bool = False) -> None:
         """One line, one write(2): a killed process leaves whole lines (and at most one cut last line)."""
-        if self._fd is None:
-            return
-        data = (json.dumps(obj, separators=(",", ":"), allow_nan=True, default=str) + "\n").encode("utf-8")
-        view = memoryview(data)
-        while view:
-            n = os.write(self._fd, view)
-            view = view[n:]
-        if sync:
-            os.fsync(self._fd)
+        if self._out is not None:
+            self._out.write(obj, sync)
 
     def close(self, status: str = "finished") -> None:
-        if self._fd is None:
+        if self._out is None:
             return
         self.write({"t": "end", "step": self.last_step, "status": "stopped" if self.stopped else status,
                     "nonfinite_steps": self.nonfinite_steps}, sync=True)
-        os.close(self._fd)
-        self._fd = None
+        self._out.close()
+        self._out = None
         self.remove_hooks()
 
     def checkpoint(self, step: int, path: str, reason: str = "save") -> None:
@@ -247,7 +198,7 @@ class Core:
         if self._replaying:
             return
         if self._depth == 0 and len(self._calls) < MAX_CALLS:
-            self._calls.append(_Call(module, args, kwargs, _rng_state() if self.replay else None))
+            self._calls.append(Call(module, args, kwargs, rng_state() if self.replay else None))
         self._depth += 1
 
     def _post(self, module: Any, args: Any, out: Any) -> None:
@@ -268,27 +219,6 @@ class Core:
                 self._order.append(i)
             if self.early_norms and len(self._order) == len(self.params) and i == self._order[-1]:
                 self._pending = self._norms()  # every gradient of the first step is in
-        return hook
-
-    def _deep_hook(self, idx: int) -> Any:
-        import torch
-
-        inf = float("inf")
-
-        def grad_hook(g: Any) -> None:
-            if g is not None and g.is_floating_point() and g.numel():
-                self._bwd.append((idx, torch.linalg.vector_norm(g.detach(), inf)))
-
-        def hook(module: Any, args: Any, out: Any) -> None:
-            if self._replaying:
-                return
-            ts = [t for t in _tensors(out) if t.is_floating_point() and t.numel()]
-            if not ts:
-                return
-            t = ts[0]
-            self._fwd.append((idx, torch.linalg.vector_norm(t.detach(), inf)))
-            if t.requires_grad and torch.is_grad_enabled():
-                t.register_hook(grad_hook)
         return hook
 
     def _finish_order(self) -> None:
@@ -313,28 +243,46 @@ class Core:
         import torch
 
         if isinstance(loss, torch.Tensor):
-            self._losses.append(loss.detach().float().reshape(-1)[:1].reshape(()))
+            t = loss.detach()
+            self._losses.append(t if t.dim() == 0 else t.reshape(-1)[:1].reshape(()))
         elif isinstance(loss, (int, float)):
             self._losses.append(torch.tensor(float(loss)))
 
     # -- per step ------------------------------------------------------------------------------
-    def _norms(self) -> tuple[Any, list[int]] | None:
+    def _norms(self) -> tuple[list[Any], list[int]] | None:
+        """Each present gradient's L2 norm as a float32 0-d tensor (one fused op, no sync)."""
         import torch
 
-        present = [i for i, p in enumerate(self.params) if p.grad is not None]
-        if not present:
-            return None
-        grads = [self.params[i].grad.detach() for i in present]
-        norms = torch._foreach_norm(grads)
-        dev = norms[0].device
-        if any(n.device != dev for n in norms):
-            norms = [n.to(dev) for n in norms]
-        return torch.stack(norms).float(), present
+        grads = [p.grad for p in self.params]
+        present = self._all
+        if any(g is None for g in grads):
+            present = [i for i, g in enumerate(grads) if g is not None]
+            if not present:
+                return None
+            grads = [grads[i] for i in present]
+        with torch.no_grad():
+            try:  # float32 norms of float16/bfloat16 gradients: no overflow of the norm itself
+                return list(torch._foreach_norm(grads, 2, dtype=torch.float32)), present
+            except RuntimeError:  # float64 or complex gradients
+                return [n.float() for n in torch._foreach_norm(grads)], present
+
+    def _groups_of(self, present: list[int]) -> list[int]:
+        """Each present parameter's group index (cached: the same parameters have gradients every step)."""
+        if present is self._all:
+            return self._gpos
+        key = tuple(present)
+        got = self._gpos_cache.get(key)
+        if got is None:
+            got = self._gpos_cache[key] = [self._gpos[i] for i in present]
+        return got
 
     def pre_step(self, step: int, loss: Any = None, optimizer: Any = None, batch: Any = None,
                  scaler: Any = None) -> bool:
         """Record one step (gradients computed, optimizer not yet stepped). Returns whether the
-        optimizer step may go on; on a non-finite step it localises, saves the batch and acts."""
+        optimizer step may go on; on a non-finite step it localises, saves the batch and acts.
+
+        Per step: one fused norm over the gradients, one ``stack`` of those norms with the loss and
+        the token counts, one ``tolist`` (the only host sync); group sums in Python."""
         import torch
 
         self.last_step = step
@@ -346,24 +294,35 @@ class Core:
         self._pending = None
         batch = batch if batch is not None else self._batch_from_calls()
         entry: dict[str, Any] = {"t": "step", "step": step}
-        pnorms = None
+        parts: list[Any] = list(got[0]) if got is not None else []
+        n_norms = len(parts)
+        if self._losses:
+            losses = self._losses
+            parts.append(losses[0].float() if len(losses) == 1
+                         else torch.stack([x.to(losses[0].device).float() for x in losses]).mean())
+        tokens, sup = token_parts(batch)
+        if isinstance(tokens, torch.Tensor):
+            parts.append(tokens)
+        if isinstance(sup, torch.Tensor):
+            parts.append(sup)
+        n_parts = len(parts)
+        if self._deep is not None:
+            parts += self._deep.tensors()
+        values = _host_values(parts)
+        loss_v = values[n_norms] if self._losses else None
+        extra = n_norms + (1 if self._losses else 0)
+        if isinstance(tokens, torch.Tensor):
+            tokens, extra = int(values[extra]), extra + 1
+        if isinstance(sup, torch.Tensor):
+            sup = int(values[extra])
+        pnorms: list[float] | None = None
+        gnorm = math.nan
         if got is not None:
-            pnorms, present = got
-            dev = pnorms.device
-            gidx = self._gidx.to(dev)[torch.tensor(present, device=dev)]
-            gsq = torch.zeros(len(self.groups), device=dev).index_add_(0, gidx, pnorms * pnorms)
-            parts = [gsq.sqrt(), gsq.sum().sqrt().reshape(1)]
-        else:
-            dev = torch.device("cpu")
-            parts = [torch.full((len(self.groups),), float("nan")), torch.tensor([float("nan")])]
-        loss_t = torch.stack([x.to(dev).float() for x in self._losses]).mean().reshape(1) if self._losses else None
-        tok = _token_counts(batch, dev)
-        vec = torch.cat([*parts, *([loss_t] if loss_t is not None else []), *([tok] if tok is not None else [])])
-        values = vec.tolist()
-        G = len(self.groups)
-        group_norms, gnorm = values[:G], values[G]
-        rest = values[G + 1:]
-        loss_v = rest.pop(0) if loss_t is not None else None
+            pnorms = values[:n_norms]
+            gsq = [0.0] * len(self.groups)
+            for g, v in zip(self._groups_of(got[1]), pnorms):
+                gsq[g] += v * v
+            gnorm = math.sqrt(sum(gsq))
         entry["loss"] = loss_v
         entry["lr"] = _lr(optimizer)
         if scaler is not None:
@@ -372,20 +331,20 @@ class Core:
             except Exception:  # noqa: BLE001 - a scaler without get_scale: no scale recorded
                 pass
         entry["gn"] = _r(gnorm) if got is not None else None
-        entry["g"] = [_r(x) for x in group_norms] if got is not None else None
-        if tok is not None:
-            entry["tokens"], entry["sup"] = int(rest[0]), (int(rest[1]) if rest[1] >= 0 else None)
-        shape = _shape(batch)
+        entry["g"] = [_r(math.sqrt(x)) for x in gsq] if got is not None else None
+        if tokens is not None:
+            entry["tokens"], entry["sup"] = tokens, sup
+        shape = batch_shape(batch)
         if shape:
             entry["shape"] = shape
-        ids = _sample_ids(batch)
+        ids = sample_ids(batch)
         if ids is not None:
             entry["ids"] = ids
         if len(self._calls) > 1:
             entry["micro"] = len(self._calls)
-        deep = self._deep_entry() if self.deep else None
+        deep = self._deep.entry(values[n_parts:]) if self._deep is not None else None
         if deep is not None:
-            entry["a"] = deep.pop("group_amax")
+            entry["a"] = [_r(v) if v is not None else None for v in deep.pop("group_amax")]
         ring_entry = dict(entry, **(deep or {}))
         self.ring.append(ring_entry)
         bad_grad = got is not None and not math.isfinite(gnorm)
@@ -402,36 +361,9 @@ class Core:
                 proceed = self._nonfinite(step, entry, ring_entry, pnorms, got[1] if got else [], bad_loss, batch,
                                           optimizer)
         self._calls, self._losses, self._depth = [], [], 0
-        self._fwd, self._bwd = [], []
+        if self._deep is not None:
+            self._deep.reset()
         return proceed
-
-    def _deep_entry(self) -> dict[str, Any] | None:
-        import torch
-
-        if not self._fwd and not self._bwd:
-            return None
-        n_f = len(self._fwd)
-        vals = torch.stack([v.float().cpu() for _, v in self._fwd + self._bwd]).tolist()
-        fwd, bwd = vals[:n_f], vals[n_f:]
-        per_f = [None] * len(self.modules)
-        per_b = [None] * len(self.modules)
-        first_f = next((self.modules[i] for (i, _), v in zip(self._fwd, fwd) if not math.isfinite(v)), None)
-        first_b = next((self.modules[i] for (i, _), v in zip(self._bwd, bwd) if not math.isfinite(v)), None)
-        for (i, _), v in zip(self._fwd, fwd):
-            per_f[i] = v if per_f[i] is None or not math.isfinite(v) or v > per_f[i] else per_f[i]
-        for (i, _), v in zip(self._bwd, bwd):
-            per_b[i] = v if per_b[i] is None or not math.isfinite(v) or v > per_b[i] else per_b[i]
-        gmax: dict[str, float] = {}
-        for name, v in zip(self.modules, per_f):
-            if v is None:
-                continue
-            g = group_of(name + ".x")
-            if g in self.groups:
-                gmax[g] = v if not math.isfinite(v) or v > gmax.get(g, -1.0) else gmax[g]
-        return {"fwd_amax": [_r(v) if v is not None else None for v in per_f],
-                "bwd_amax": [_r(v) if v is not None else None for v in per_b],
-                "first_nonfinite_output": first_f, "first_nonfinite_grad": first_b,
-                "group_amax": [_r(gmax[g]) if g in gmax else None for g in self.groups]}
 
     def _update_ratio(self, step: int) -> None:
         """|update| / |weight| per layer on a fixed sample of each parameter, every k steps."""
@@ -442,22 +374,28 @@ class Core:
         if self._snap is not None:
             at, snap, idx = self._snap
             self._snap = None
-            cur = [self.params[i].detach().reshape(-1)[:UPDATE_SAMPLE].float() for i in idx]
-            d = torch._foreach_norm(torch._foreach_sub(cur, snap))
-            w = torch._foreach_norm(snap)
-            dev = d[0].device
-            gi = self._gidx.to(dev)[torch.tensor(idx, device=dev)]
-            dsq = torch.zeros(len(self.groups), device=dev).index_add_(0, gi, torch.stack(d) ** 2)
-            wsq = torch.zeros(len(self.groups), device=dev).index_add_(0, gi, torch.stack(w) ** 2)
-            vals = torch.cat([(dsq / wsq.clamp_min(1e-30)).sqrt(), (dsq.sum() / wsq.sum().clamp_min(1e-30)).sqrt()
-                              .reshape(1)]).tolist()
-            self.write({"t": "update", "step": at, "ratio": _r(vals[-1]), "g": [_r(v) for v in vals[:-1]]})
+            with torch.no_grad():
+                cur = [self.params[i].reshape(-1)[:UPDATE_SAMPLE].float() for i in idx]
+                d = torch._foreach_norm(torch._foreach_sub(cur, snap))
+                w = torch._foreach_norm(snap)
+            vals = _host_values([*d, *w])
+            G = len(self.groups)
+            dsq, wsq = [0.0] * G, [0.0] * G
+            for k, i in enumerate(idx):
+                g = self._gpos[i]
+                dsq[g] += vals[k] * vals[k]
+                wsq[g] += vals[len(idx) + k] * vals[len(idx) + k]
+            ratios = [math.sqrt(x / max(y, 1e-30)) for x, y in zip(dsq, wsq)]
+            total = math.sqrt(sum(dsq) / max(sum(wsq), 1e-30))
+            self.write({"t": "update", "step": at, "ratio": _r(total), "g": [_r(v) for v in ratios]})
         if step % self.update_every == 0 or step == 1:
             idx = [i for i, p in enumerate(self.params) if p.is_contiguous()]
-            self._snap = (step, [self.params[i].detach().reshape(-1)[:UPDATE_SAMPLE].float().clone() for i in idx], idx)
+            with torch.no_grad():
+                self._snap = (step, [self.params[i].reshape(-1)[:UPDATE_SAMPLE].to(torch.float32, copy=True)
+                                     for i in idx], idx)
 
     # -- the non-finite step ---------------------------------------------------------------------
-    def _nonfinite(self, step: int, entry: dict[str, Any], ring_entry: dict[str, Any], pnorms: Any,
+    def _nonfinite(self, step: int, entry: dict[str, Any], ring_entry: dict[str, Any], pnorms: list[float] | None,
                    present: list[int], bad_loss: bool, batch: Any, optimizer: Any) -> bool:
         self.nonfinite_steps += 1
         first = self.nonfinite_steps == 1
@@ -466,9 +404,9 @@ class Core:
         if self.nonfinite_steps <= MAX_LOCALISE:
             event.update(self._localise(pnorms, present, bad_loss, ring_entry))
             if self.save_batch:
-                event.update(self._save_batch(step, batch))
+                event.update(save_batch(self.dir, step, batch, self._calls))
         if first:
-            self.write({"t": "ring", "step": step, "steps": list(self.ring)})
+            self.write({"t": "ring", "step": step, "steps": [_rounded(e) for e in self.ring]})
         event["action"] = self.on_nonfinite
         if self.on_nonfinite == "record":
             self.dirty = True
@@ -489,12 +427,12 @@ class Core:
                 for p in g.get("params", []):
                     p.grad = None
 
-    def _localise(self, pnorms: Any, present: list[int], bad_loss: bool, ring_entry: dict[str, Any]) -> dict[str, Any]:
+    def _localise(self, pnorms: list[float] | None, present: list[int], bad_loss: bool,
+                  ring_entry: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         bad: list[int] = []
         if pnorms is not None:
-            vals = pnorms.tolist()
-            bad = [present[k] for k, v in enumerate(vals) if not math.isfinite(v)]
+            bad = [present[k] for k, v in enumerate(pnorms) if not math.isfinite(v)]
         out["nonfinite_params"] = len(bad)
         out["params"] = len(self.params)
         out["nonfinite_groups"] = len({group_of(self.names[i]) for i in bad})
@@ -529,58 +467,15 @@ class Core:
         return out
 
     def _replay_forward(self) -> dict[str, Any] | None:
-        """Re-run the step's outermost module calls on their saved inputs under their saved RNG state,
-        with a forward hook on every module: the first whose output is non-finite is the origin
-        (hooks fire when a module returns, so children before parents, in execution order)."""
-        import torch
-
-        model = self.model
-        names = {m: n for n, m in model.named_modules()}
-        found: dict[str, Any] = {}
-
-        def hook(module: Any, args: Any, kwargs: Any, out: Any) -> None:
-            if found or not _has_nonfinite(out):
-                return
-            name = names.get(module) or type(module).__name__
-            inputs_ok = not _has_nonfinite((args, kwargs))
-            found.update(module=name, type=type(module).__name__, input_finite=inputs_ok)
-            if not inputs_ok and name and "." in name:
-                # this module got non-finite input: the origin is code in its parent between children
-                found["module"] = name.rsplit(".", 1)[0]
-                found["note"] = f"{name} received a non-finite input computed in its parent's own code"
-
-        handles = [m.register_forward_hook(hook, with_kwargs=True) for m in model.modules()]
-        saved_rng = _rng_state()
-        buffers = [(b, b.detach().clone()) for b in model.buffers()]
         self._replaying = True
+        if self._deep is not None:
+            self._deep.paused = True
         try:
-            with torch.no_grad():
-                for call in self._calls:
-                    if _has_nonfinite((call.args, call.kwargs)):
-                        return {"module": "(input batch)", "how": "replay", "input_finite": False}
-                    if call.rng is not None:
-                        _set_rng(call.rng)
-                    out = call.module(*call.args, **call.kwargs)
-                    if found:
-                        break
-                    if _has_nonfinite(out):
-                        found.update(module=names.get(call.module) or type(call.module).__name__,
-                                     type=type(call.module).__name__, input_finite=True)
-                        break
-        except Exception as exc:  # noqa: BLE001 - a replay that fails says so; training goes on
-            return {"how": "replay failed", "replay_error": f"{type(exc).__name__}: {exc}"[:300]}
+            return replay_forward(self.model, self._calls)
         finally:
             self._replaying = False
-            for h in handles:
-                h.remove()
-            _set_rng(saved_rng)
-            with torch.no_grad():
-                for b, v in buffers:
-                    b.copy_(v)
-        if found:
-            found["how"] = "replay"
-            return found
-        return {"how": "replay"}
+            if self._deep is not None:
+                self._deep.paused = False
 
     def _batch_from_calls(self) -> Any:
         if not self._calls:
@@ -590,122 +485,27 @@ class Core:
             return c.kwargs
         return c.args[0] if len(c.args) == 1 else list(c.args)
 
-    def _save_batch(self, step: int, batch: Any) -> dict[str, Any]:
-        """The offending batch as safetensors (token ids, masks, labels; every micro-batch)."""
-        import torch
-
-        tensors: dict[str, Any] = {}
-        sources = [batch] if len(self._calls) <= 1 else [(c.kwargs or list(c.args)) for c in self._calls]
-        for k, src in enumerate(sources):
-            prefix = f"micro{k}." if len(sources) > 1 else ""
-            for name, t in _named_tensors(src):
-                tensors[(prefix + name)[:200]] = t.detach().to("cpu").contiguous().clone()
-        out: dict[str, Any] = {}
-        lengths = _lengths(batch)
-        if lengths is not None:
-            out["lengths"] = lengths
-        sup = _sup_per_row(batch)
-        if sup is not None:
-            out["sup_per_row"] = sup
-        if not tensors:
-            return out
-        name = f"batch-step{step:07d}.safetensors"
-        try:
-            from safetensors.torch import save_file
-
-            save_file(tensors, str(self.dir / name), metadata={"step": str(step), "format": FORMAT})
-            out["batch"] = f"{RECORD_DIR}/{name}"
-        except Exception as exc:  # noqa: BLE001 - a batch that cannot be saved must not stop training
-            out["batch_error"] = f"{type(exc).__name__}: {exc}"[:300]
-        return out
+def _rounded(entry: dict[str, Any]) -> dict[str, Any]:
+    """A ring entry as written: deep mode's per-module values rounded like the rest."""
+    if "fwd_amax" not in entry:
+        return entry
+    return dict(entry, **{k: [_r(v) if v is not None else None for v in entry[k]] for k in ("fwd_amax", "bwd_amax")})
 
 
-# -- batch helpers ------------------------------------------------------------------------------
-def _named_tensors(batch: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, Any]]:
+def _host_values(parts: list[Any]) -> list[float]:
+    """0-d tensors as Python floats in one host transfer: stacked as float32 on the first one's device
+    (a tensor on another device, e.g. a pipeline's loss, is moved there first); on CPU, read one by one."""
     import torch
 
-    if isinstance(batch, torch.Tensor):
-        return [(prefix or "input", batch)]
-    if depth > 3:
+    if not parts:
         return []
-    out: list[tuple[str, Any]] = []
-    if isinstance(batch, dict):
-        for k, v in batch.items():
-            out += _named_tensors(v, f"{prefix}{k}" if not prefix else f"{prefix}.{k}", depth + 1)
-    elif isinstance(batch, (list, tuple)):
-        for i, v in enumerate(batch):
-            out += _named_tensors(v, f"{prefix}{i}" if not prefix else f"{prefix}.{i}", depth + 1)
-    return out
-
-
-def _get(batch: Any, key: str) -> Any:
-    import torch
-
-    if isinstance(batch, dict):
-        v = batch.get(key)
-        return v if isinstance(v, torch.Tensor) else None
-    return None
-
-
-def _ids_tensor(batch: Any) -> Any:
-    t = _get(batch, "input_ids")
-    if t is not None:
-        return t
-    named = _named_tensors(batch)
-    ints = [t for _, t in named if not t.is_floating_point() and t.dim() == 2]
-    if ints:
-        return ints[0]
-    return named[0][1] if named else None
-
-
-def _shape(batch: Any) -> list[int] | None:
-    t = _ids_tensor(batch)
-    return list(t.shape) if t is not None else None
-
-
-def _token_counts(batch: Any, dev: Any) -> Any:
-    """[tokens, supervised tokens (-1 = no labels)] as one small tensor (no sync here)."""
-    import torch
-
-    ids = _ids_tensor(batch)
-    if ids is None:
-        return None
-    mask = _get(batch, "attention_mask")
-    tokens = mask.sum() if mask is not None else torch.tensor(ids.numel())
-    labels = _get(batch, "labels")
-    sup = (labels != IGNORE_INDEX).sum() if labels is not None and not labels.is_floating_point() else torch.tensor(-1)
-    return torch.stack([tokens.to(dev).float(), sup.to(dev).float()])
-
-
-def _lengths(batch: Any) -> list[int] | None:
-    mask = _get(batch, "attention_mask")
-    if mask is not None and mask.dim() >= 2:
-        return [int(x) for x in mask.reshape(mask.shape[0], -1).sum(-1).tolist()]
-    ids = _ids_tensor(batch)
-    if ids is not None and ids.dim() >= 2:
-        return [int(ids.shape[1])] * int(ids.shape[0])
-    return None
-
-
-def _sup_per_row(batch: Any) -> list[int] | None:
-    labels = _get(batch, "labels")
-    if labels is None or labels.is_floating_point() or labels.dim() < 2:
-        return None
-    return [int(x) for x in (labels != IGNORE_INDEX).reshape(labels.shape[0], -1).sum(-1).tolist()]
-
-
-def _sample_ids(batch: Any) -> list[Any] | None:
-    import torch
-
-    if not isinstance(batch, dict):
-        return None
-    for k in _ID_KEYS:
-        v = batch.get(k)
-        if isinstance(v, torch.Tensor) and not v.is_floating_point() and v.dim() <= 1:
-            return v.reshape(-1)[:256].tolist()
-        if isinstance(v, (list, tuple)) and v and all(isinstance(x, (int, str)) for x in v[:256]):
-            return list(v[:256])
-    return None
+    if all(t.is_cpu for t in parts):  # no device to sync with: item() each is cheaper than a stack
+        return [float(t.item()) for t in parts]
+    try:
+        return torch.stack(parts).float().tolist()
+    except RuntimeError:  # tensors on several devices
+        dev = parts[0].device
+        return torch.stack([t.to(dev) for t in parts]).float().tolist()
 
 
 def _lr(optimizer: Any) -> float | None:
