@@ -36,6 +36,7 @@ from detectors._common import (
     config_evidence,
     divergence_floor,
     fmt,
+    fp16_signals,
     is_policy_gradient_run,
     nonfinite_onset,
     num,
@@ -57,6 +58,8 @@ GRAD_GROWTH = 4.0
 LOSS_RISE = 1.3
 #: the failure happens with the LR within 80% of its peak so far (after warmup)
 AT_PEAK = 0.8
+#: a finite loss this many times its best just before the NaN is an explosion: the step size, on its own
+EXPLODED_BEFORE = 1e3
 #: peak LR above these is unusual for Adam-family fine-tuning (full / LoRA)
 USUAL_LR_MAX = 1e-3
 USUAL_LR_MAX_LORA = 3e-3
@@ -114,12 +117,16 @@ def detect(run: Run) -> Iterable[Finding]:
         top = late[late.argmax()]
         if base and top.value >= GRAD_GROWTH * base:
             signals.append(("grad", top.evidence(f"grad_norm grew from ~{fmt(base)} to {fmt(top.value)} at step {top.step}")))
+    exploded = False
     if len(loss) >= 3:
         best = loss[loss.argmin()]
         last = loss[-1]
         if best.value > 0 and last.value >= LOSS_RISE * best.value and last.step > best.step:
             signals.append(("loss", last.evidence(f"loss rose from {fmt(best.value)} (step {best.step}) to "
                                                   f"{fmt(last.value)} (step {last.step}) before the failure")))
+            # a finite loss 1000x its best just before the NaN, with nothing saying fp16 (whose overflow gives
+            # inf/NaN or the 1e34-then-0 shape of its own): the updates overshot
+            exploded = last.value >= EXPLODED_BEFORE * best.value and not fp16_signals(run)
     if lr_at is not None:
         before = lr.before(step, inclusive=True)
         peak = before[before.argmax()]
@@ -140,7 +147,7 @@ def detect(run: Run) -> Iterable[Finding]:
         signals.append(("high", src))
     kinds = {k for k, _ in signals}
     diverged = nonfinite_onset(run) is None  # the failure is the divergence itself (no NaN)
-    if not diverged and (len(kinds) < 2 or not kinds & {"grad", "loss", "high"}):
+    if not diverged and not exploded and (len(kinds) < 2 or not kinds & {"grad", "loss", "high"}):
         return
     clip = num(run.config.get("max_grad_norm"))
     evidence = [e for _, e in signals] + [fail_ev]
@@ -150,7 +157,7 @@ def detect(run: Run) -> Iterable[Finding]:
         conf += 0.05
     ck_ev, resume = checkpoint_evidence(run, step)
     evidence.extend(ck_ev)
-    lr_txt = fmt(lr_at.value) if lr_at is not None else (fmt(peak_lr) if peak_lr else "?")
+    lr_txt = fmt(lr_at.value) if lr_at is not None else (fmt(peak_lr) if peak_lr else None)
     # the configured learning_rate is the schedule's peak (the logged lr may stop just short of it)
     cfg_lr = num(run.config.get("learning_rate"))
     peak_cfg = max(cfg_lr, peak_lr) if cfg_lr and peak_lr else (cfg_lr or peak_lr)
@@ -161,7 +168,7 @@ def detect(run: Run) -> Iterable[Finding]:
         remedies.append(resume[0].upper() + resume[1:] + ".")
     yield Finding(
         code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=min(conf, 0.85),
-        title=f"Learning rate too high: diverged at step {step} (lr {lr_txt})",
+        title=f"Learning rate too high: diverged at step {step}" + (f" (lr {lr_txt})" if lr_txt else ""),
         message="; ".join([e.detail for _, e in signals] + [f"then {fail_ev.detail}" if signals else fail_ev.detail]) + ".",
         first_step=step, evidence=evidence, remedies=remedies, basis="inferred", symptom="loss_divergence",
     )

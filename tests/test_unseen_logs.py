@@ -310,3 +310,21 @@ def test_scheduler_verbose_lines_give_the_lr(tmp_path: Path):
     a = _run(tmp_path, "".join(f"Adjusting learning rate of group 0 to {v}.\n"
                                for v in ("4.0001e-03", "4.0004e-03", "4.0009e-03", "4.0017e-03")))
     assert _series(a, "learning_rate") == [4.0001e-03, 4.0004e-03, 4.0009e-03, 4.0017e-03]
+
+
+def test_a_finite_explosion_before_the_nan_names_the_lr(tmp_path: Path):
+    # https://github.com/amdegroot/ssd.pytorch/issues/275 (batch 1 with the default LR; no fp16)
+    a = _run(tmp_path, "".join(f"iter {i} || Loss: {v} || timer: 0.0842 sec.\n" for i, v in
+                               zip(range(0, 80, 10), ["3.2635", "14.6995", "12.2860", "14.0080", "20.0848",
+                                                      "29821698048.0000", "nan", "nan"])))
+    assert _verdict(a) == ("failed", "lr_too_high")
+
+
+def test_batch_counter_lines_with_a_pasted_precision(tmp_path: Path):
+    # https://github.com/IDEA-CCNL/Fengshenbang-LM/issues/222 (Lightning, T5, precision=16: NaN from batch 0)
+    a = _run(tmp_path, "precision=16，loss nan（如下所示），precision=32或者bf16则正常\n\n" + "".join(
+        f"Epoch 0/1 | Batch {b}/15582 | Train Loss nan | Learning Rate {lr}\n"
+        for b, lr in ((0, "0.0"), (100, "2e-08"), (200, "4e-08"), (300, "6e-08"))))
+    assert a.run.config.get("fp16") is True
+    assert len(_series(a, "loss")) == 4 and _series(a, "learning_rate")[1] == 2e-08
+    assert _verdict(a) == ("failed", "fp16_overflow")

@@ -68,10 +68,12 @@ _LOSS_PAIR = re.compile(
 #: the literal core of a loss pair: ``oss`` then a separator and a value's first character (one regex per case:
 #: an alternation at the start would make the engine try every byte)
 _LOSS_CORES = tuple(re.compile(w + rb"[ \t]*(?:[:=]|[ \t][-+.\dnNiI])") for w in (b"oss", b"OSS"))  # literal-led: fast
-#: a step counter on the line: the step parsers own such lines (``parse_generic``)
-_HAS_COUNTER = re.compile(rb"\b(?:[Ss]tep|STEP|[Ii]ter|ITER|[Ii]teration|global_step|[Bb]atch)\b\s*[:=#]?\s*\[?\s*\d")
+#: a counter on a line the step parsers left alone (``Epoch 0/1 | Batch 100/15582 | Train Loss nan``): the step
+_COUNTER = re.compile(rb"\b([Ss]tep|STEP|[Ii]ter|ITER|[Ii]teration|global_step|[Bb]atch|BATCH)\b\s*[:=#]?\s*\[?\s*(\d+)"
+                      rb"(?:\s*/\s*(\d+))?")
+_EPOCH = re.compile(rb"\b(?:[Ee]poch|EPOCH)\b\s*[:=#]?\s*\[?\s*(\d+)")
 _OTHER_PAIRS = re.compile(
-    rb"(?<![\w/.-])(lr|LR|learning[_ ]rate|grad[_ ]norm|gnorm)[ \t]*(?:[:=][ \t]*|[ \t])(" + NUM + rb")(?![\w.])")
+    rb"(?<![\w/.-])((?i:lr|learning[_ ]rate|grad[_ ]norm|gnorm))[ \t]*(?:[:=][ \t]*|[ \t])(" + NUM + rb")(?![\w.])")
 _DIGITS = re.compile(rb"\d+")
 #: lines of one layout needed before they are read (fewer is prose that mentions a loss)
 MIN_LOOSE_LINES = 3
@@ -109,19 +111,20 @@ def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector
             continue
         line = text[ls:le]
         m = _LOSS_PAIR.search(line)
-        if m is None or _HAS_COUNTER.search(line):
+        if m is None:
             continue
         pairs = [(_loose_key(k.decode()), float(v)) for k, v in _LOSS_PAIR.findall(line)]
         pairs += [(k.decode().lower().replace(" ", "_"), float(v)) for k, v in _OTHER_PAIRS.findall(line)]
         layout = _DIGITS.sub(b"#", line[:m.start()]) + m[1]
-        groups[layout].append((ls, ls + m.start(), pairs))
+        groups[layout].append((ls, ls + m.start(), pairs, _counter_step(line)))
     rows = sorted(r for g in groups.values() if len(g) >= MIN_LOOSE_LINES for r in g)
     if not rows:
         return
     lines = Lines(text, first_line)
     step = st.last_step if st.last_step is not None else 0
-    for ls, pos, pairs in rows:
-        step += 1
+    counted = all(r[3] is not None for r in rows) and all(a[3] < b[3] for a, b in zip(rows, rows[1:]))
+    for ls, pos, pairs, at in rows:
+        step = at if counted else step + 1
         line = lines.at(pos)
         for key, value in pairs:
             out.add(step, key, value, line)
@@ -132,7 +135,19 @@ def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector
         steps.append((ls, step))
         used.add(ls)
     st.last_step = step
-    st.inferred = True
+    st.inferred = st.inferred or not counted
+
+
+def _counter_step(line: bytes) -> int | None:
+    """The step a line's own counter gives: ``Step 300``; ``Epoch 2 | Batch 100/15582`` -> 2 * 15582 + 100."""
+    c = _COUNTER.search(line)
+    if c is None:
+        return None
+    n = int(c[2])
+    e = _EPOCH.search(line)
+    if c[1].lower() in (b"batch", b"iter") and c[3] and e is not None:
+        return int(e[1]) * int(c[3]) + n
+    return n
 
 
 # -- pytorch/examples ImageNet ProgressMeter (MoCo, SimCLR, SwAV and their descendants) ---------------
