@@ -117,7 +117,7 @@ def diagnose(findings: list[Finding], outcomes: list[DetectorOutcome], run: Run 
         headline = "No failure found in the artifacts read." + _healthy_evidence(run)
         if any(f.severity == "warning" for f in ordered):
             headline += " Some warnings are worth a look."
-        verdict = Verdict("healthy", "healthy", _healthy_confidence(ordered), headline)
+        verdict = Verdict("healthy", "healthy", _healthy_confidence(ordered, run), headline)
         alternatives = _alternatives(causes, None)
     elif strong:
         top = strong[0]
@@ -261,8 +261,19 @@ def _headline(top: _Cause, ordered: list[Finding], status: str) -> str:
     return head
 
 
-def _healthy_confidence(findings: list[Finding]) -> float:
-    return 0.8 if any(f.severity == "warning" for f in findings) else 0.9
+#: finite loss logs a healthy verdict needs for full confidence; fewer is a snapshot, said with less
+HEALTHY_FULL_POINTS = 10
+
+
+def _healthy_confidence(findings: list[Finding], run: Run | None = None) -> float:
+    conf = 0.8 if any(f.severity == "warning" for f in findings) else 0.9
+    if run is not None and not run.checkpoints:
+        n = len(run.series("loss")) if run.has_metric("loss") else 0
+        if n < 3:
+            conf -= 0.3  # one or two logged points: nothing says how the run went on
+        elif n < HEALTHY_FULL_POINTS:
+            conf -= 0.15
+    return round(conf, 2)
 
 
 def _alternatives(causes: list[_Cause], top: _Cause | None) -> list[dict]:
@@ -349,7 +360,8 @@ def _healthy_evidence(run: Run | None) -> str:
         vals = [v for v in loss["value"].tolist() if math.isfinite(v)]
         steps = loss["step"].tolist()
         if vals:
-            parts.append(f"loss {vals[0]:.4g} -> {vals[-1]:.4g} over {len(steps)} logged points "
+            parts.append(f"loss {vals[0]:.4g} at the only logged point (step {steps[0]})" if len(steps) == 1 else
+                         f"loss {vals[0]:.4g} -> {vals[-1]:.4g} over {len(steps)} logged points "
                          f"(steps {steps[0]}-{steps[-1]}), all finite" if len(vals) == len(steps)
                          else f"loss {vals[0]:.4g} -> {vals[-1]:.4g} over {len(steps)} logged points")
     if run.checkpoints:

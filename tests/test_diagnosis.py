@@ -73,9 +73,16 @@ def test_generic_crash_loses_to_a_specific_direct_cause():
 
 def test_healthy_when_nothing_at_error_level_and_nothing_to_judge_is_inconclusive():
     warn = F("NUM001", None, 0.6, basis="symptom", severity="warning")
-    dx = diagnose([warn, F("PREC001", None, 0.8, severity="info")], [], some_run())
+    long_run = RunBuilder(Path("/tmp"))
+    for step in range(1, 13):
+        long_run.scalar("trainer_state.json", "trainer_state", step, "loss", 2.0 - 0.1 * step)
+    long_run = long_run.finish()
+    dx = diagnose([warn, F("PREC001", None, 0.8, severity="info")], [], long_run)
     assert (dx.verdict.status, dx.verdict.root_cause, dx.verdict.confidence) == ("healthy", "healthy", 0.8)
-    assert diagnose([], [], some_run()).verdict.confidence == 0.9
+    assert diagnose([], [], long_run).verdict.confidence == 0.9
+    # one logged point is a snapshot: healthy, said with less confidence
+    one = diagnose([], [], some_run()).verdict
+    assert one.status == "healthy" and one.confidence == 0.6 and "only logged point" in one.headline
     b = RunBuilder(Path("/tmp"))
     b.fact("learning_rate", 1e-4, "config.json")
     empty = diagnose([], [], b.finish())

@@ -328,3 +328,11 @@ def test_batch_counter_lines_with_a_pasted_precision(tmp_path: Path):
     assert a.run.config.get("fp16") is True
     assert len(_series(a, "loss")) == 4 and _series(a, "learning_rate")[1] == 2e-08
     assert _verdict(a) == ("failed", "fp16_overflow")
+
+
+def test_a_tqdm_description_with_a_loss_is_one_point(tmp_path: Path):
+    # https://github.com/jeffffffli/res-loglikelihood-regression/issues/33 (a negative NLL is normal)
+    a = _run(tmp_path, "loss: -8.48068483 | acc: 0.2207:  71%|█████████████████████▎        | 417/586 "
+                       "[47:52<27:15,  9.68s/it]\n")
+    assert _series(a, "loss") == [-8.48068483] and _series(a, "acc") == []
+    assert a.diagnosis.verdict.status == "healthy" and a.diagnosis.verdict.confidence < 0.9

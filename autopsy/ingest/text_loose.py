@@ -71,6 +71,8 @@ _LOSS_CORES = tuple(re.compile(w + rb"[ \t]*(?:[:=]|[ \t][-+.\dnNiI])") for w in
 #: a counter on a line the step parsers left alone (``Epoch 0/1 | Batch 100/15582 | Train Loss nan``): the step
 _COUNTER = re.compile(rb"\b([Ss]tep|STEP|[Ii]ter|ITER|[Ii]teration|global_step|[Bb]atch|BATCH)\b\s*[:=#]?\s*\[?\s*(\d+)"
                       rb"(?:\s*/\s*(\d+))?")
+#: a tqdm bar after the pair: ``  71%|#####   | 417/586 [47:52<27:15,  9.68s/it]``
+_BAR = re.compile(rb"\d{1,3}%\|[^|\r\n]{0,400}\|\s*(\d+)/(?:\d+|\?)\s*\[")
 _EPOCH = re.compile(rb"\b(?:[Ee]poch|EPOCH)\b\s*[:=#]?\s*\[?\s*(\d+)")
 _OTHER_PAIRS = re.compile(
     rb"(?<![\w/.-])((?i:lr|learning[_ ]rate|grad[_ ]norm|gnorm))[ \t]*(?:[:=][ \t]*|[ \t])(" + NUM + rb")(?![\w.])")
@@ -95,7 +97,8 @@ def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector
                      steps: StepMarks, used: Used) -> None:
     if b"oss" not in text and b"OSS" not in text:
         return
-    groups: dict[bytes, list[tuple[int, int, list[tuple[str, float]]]]] = defaultdict(list)
+    groups: dict[bytes, list[tuple[int, int, list[tuple[str, float]], int | None]]] = defaultdict(list)
+    bar_rows: list[tuple[int, int, list[tuple[str, float]], int]] = []
     seen: set[int] = set()
     # the pair regex opens with a lookbehind the engine cannot skip through: find its literal core first (HF dict
     # keys, ``'loss':``, are not candidates), then read the candidate's line alone
@@ -115,12 +118,22 @@ def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector
             continue
         pairs = [(_loose_key(k.decode()), float(v)) for k, v in _LOSS_PAIR.findall(line)]
         pairs += [(k.decode().lower().replace(" ", "_"), float(v)) for k, v in _OTHER_PAIRS.findall(line)]
+        bar = _BAR.search(line, m.end()) if b"|" not in line[:m.start()] else None  # not a framework's own bar line
+        if bar is not None:  # a tqdm description (``loss: -8.48 | acc: 0.22:  71%|###| 417/586 [...]``): its counter
+            bar_rows.append((ls, ls + m.start(), pairs, int(bar[1])))
+            continue
         layout = _DIGITS.sub(b"#", line[:m.start()]) + m[1]
         groups[layout].append((ls, ls + m.start(), pairs, _counter_step(line)))
+    lines = Lines(text, first_line)
+    for ls, pos, pairs, at in bar_rows:  # a bar is structure enough: one line is a point
+        for key, value in pairs:
+            out.add(at, key, value, lines.at(pos))
+        steps.append((ls, at))
+        used.add(ls)
+        st.last_step = at
     rows = sorted(r for g in groups.values() if len(g) >= MIN_LOOSE_LINES for r in g)
     if not rows:
         return
-    lines = Lines(text, first_line)
     step = st.last_step if st.last_step is not None else 0
     counted = all(r[3] is not None for r in rows) and all(a[3] < b[3] for a, b in zip(rows, rows[1:]))
     for ls, pos, pairs, at in rows:
