@@ -272,3 +272,15 @@ def test_seeds_are_good_files(kind: str, tmp_path: Path) -> None:
     r = b.finish()
     assert [a.problem for a in r.artifacts if a.status in ("partial", "unreadable")] == []
     assert len(r.scalars) or len(r.config.keys()) or r.events
+
+
+@pytest.mark.parametrize("ops", [[(2, 4, 149)], [(2, 2, 149)]])
+def test_pickle_frame_length_beyond_any_size_is_unreadable_not_a_crash(ops: list, tmp_path: Path) -> None:
+    """Found by test_mutated_checkpoints: one byte set to 149 makes the unpickler read a FRAME length of ~2**63
+    and raise OverflowError, which the scanner did not expect."""
+    from autopsy.checkpoints import scan_file
+
+    p = tmp_path / "legacy.pt"
+    p.write_bytes(_mutate(CKPT_SEEDS["legacy.pt"], ops))
+    s = scan_file(p)
+    assert not s.tensors and any("OverflowError" in why for _, why in s.problems)

@@ -264,7 +264,7 @@ def scan_torch(path: Path, scan: FileScan | None = None, digest: bool = True) ->
     return scan
 
 
-_READ_ERRORS = (OSError, EOFError, ValueError, TypeError, IndexError, KeyError, AttributeError, RecursionError,
+_READ_ERRORS = (OSError, EOFError, OverflowError, ValueError, TypeError, IndexError, KeyError, AttributeError, RecursionError,
                 MemoryError, struct.error, pickle.UnpicklingError)
 
 
