@@ -381,6 +381,8 @@ DIVERGE_FACTOR = 2.0
 DIVERGE_BACK_TO_START = 0.8
 DIVERGE_FAR_ABOVE = 5.0
 DIVERGE_MIN_BEST = 0.05
+#: a finite loss this many times the run's lowest is an explosion (DIV001 from one line on, OPT001 before a NaN)
+EXPLODED_RATIO = 1e3
 
 
 def divergence_floor(best: Any, first: float) -> Any:

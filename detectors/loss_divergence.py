@@ -33,6 +33,7 @@ from autopsy.model import Finding, Run
 from detectors._common import (
     DIVERGE_FACTOR,
     DIVERGE_MIN_BEST,
+    EXPLODED_RATIO,
     divergence_floor,
     fmt,
     is_policy_gradient_run,
@@ -58,7 +59,6 @@ MIN_SPIKES = 3
 #: values no converging run logs: a loss this large beside a run that once logged 1000x less, or any
 #: gradient norm this large (unscaled norms are O(1)-O(1e3); even a GradScaler-scaled norm stays < 1e9)
 EXPLODED_LOSS = 1e8
-EXPLODED_RATIO = 1e3
 EXPLODED_GRAD = 1e10
 #: a late rise: the smoothed loss climbs for the last LATE_RISE_LOGS logs, LATE_RISE_SHARE above its minimum,
 #: and the minimum lies in the first LATE_MIN_SHARE of the run (a run that stopped improving and went back up)

@@ -161,10 +161,11 @@ def _warmup_never_ends(lr) -> bool:
 
 
 def _warmup_too_long(run: Run, lr) -> Evidence | None:
+    """A warmup far longer than the logged run (max_steps unknown; warmup >= max_steps is _warmup_covers_run's)."""
     warm = num(run.config.get("warmup_steps"))
     max_steps = num(run.config.get("max_steps"))
     last = lr[-1].step
-    if warm and warm > 0 and ((max_steps and max_steps > 0 and warm >= max_steps) or warm > 10 * max(last, 1)):
+    if warm and warm > 10 * max(last, 1):
         return config_evidence(run, "warmup_steps", f"warmup_steps = {int(warm)}, but the run ends at step "
                                f"{int(max_steps) if max_steps and max_steps > 0 else last}: the warmup never finishes")
     return None

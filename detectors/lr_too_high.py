@@ -32,6 +32,7 @@ import numpy as np
 from autopsy.model import Evidence, Finding, Run
 from detectors._common import (
     DIVERGE_MIN_BEST,
+    EXPLODED_RATIO,
     checkpoint_evidence,
     config_evidence,
     divergence_floor,
@@ -58,8 +59,6 @@ GRAD_GROWTH = 4.0
 LOSS_RISE = 1.3
 #: the failure happens with the LR within 80% of its peak so far (after warmup)
 AT_PEAK = 0.8
-#: a finite loss this many times its best just before the NaN is an explosion: the step size, on its own
-EXPLODED_BEFORE = 1e3
 #: peak LR above these is unusual for Adam-family fine-tuning (full / LoRA)
 USUAL_LR_MAX = 1e-3
 USUAL_LR_MAX_LORA = 3e-3
@@ -126,7 +125,7 @@ def detect(run: Run) -> Iterable[Finding]:
                                                   f"{fmt(last.value)} (step {last.step}) before the failure")))
             # a finite loss 1000x its best just before the NaN, with nothing saying fp16 (whose overflow gives
             # inf/NaN or the 1e34-then-0 shape of its own): the updates overshot
-            exploded = last.value >= EXPLODED_BEFORE * best.value and not fp16_signals(run)
+            exploded = last.value >= EXPLODED_RATIO * best.value and not fp16_signals(run)
     if lr_at is not None:
         before = lr.before(step, inclusive=True)
         peak = before[before.argmax()]

@@ -199,6 +199,15 @@ def deepspeed_facts(d: Mapping[str, Any], prefix: str = "") -> list[Fact]:
     return out
 
 
+def precision_flag(value: Any) -> str | None:
+    """``fp16``/``bf16`` from a precision setting: Lightning/Fabric ``16``, ``16-mixed``, ``16-true``, ``bf16-mixed``;
+    Accelerate ``fp16``/``bf16``; None for 32/64/fp8/"no"."""
+    p = str(value).lower().strip("'\"")
+    if p.startswith(("16", "fp16")):
+        return "fp16"
+    return "bf16" if p.startswith("bf16") else None
+
+
 def accelerate_facts(d: Mapping[str, Any]) -> list[Fact]:
     out: list[Fact] = []
     for path, key in ACCELERATE_KEYS.items():
@@ -206,8 +215,9 @@ def accelerate_facts(d: Mapping[str, Any]) -> list[Fact]:
         if found and is_scalar(v):
             out.append(Fact(key, v, ".".join(path), path[-1]))
     mp = d.get("mixed_precision")
-    if isinstance(mp, str) and mp.lower() in ("fp16", "bf16"):
-        out.append(Fact(mp.lower(), True, "mixed_precision", "mixed_precision"))
+    flag = precision_flag(mp) if isinstance(mp, str) else None
+    if flag is not None:
+        out.append(Fact(flag, True, "mixed_precision", "mixed_precision"))
     return out
 
 

@@ -167,12 +167,9 @@ def read_hparams_yaml(found: Found, builder: RunBuilder) -> None:
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             builder.fact("learning_rate", v, src, alias, alias)
     prec = d.get("precision")
-    if isinstance(prec, (str, int)):
-        p = str(prec).lower()
-        if p.startswith(("16", "fp16")):
-            builder.fact("fp16", True, src, "precision", "precision")
-        elif p.startswith("bf16"):
-            builder.fact("bf16", True, src, "precision", "precision")
+    flag = cf.precision_flag(prec) if isinstance(prec, (str, int)) else None
+    if flag is not None:
+        builder.fact(flag, True, src, "precision", "precision")
 
 
 def read_results_json(found: Found, builder: RunBuilder) -> None:

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from autopsy.ingest.config_facts import precision_flag
 from autopsy.ingest.env_facts import EnvScanner
 
 #: bytes at the start of a log scanned for configuration facts
@@ -199,11 +200,9 @@ class FactScanner:
         if canon != "precision":
             self.emit(canon, value, no, original)
             return
-        p = str(value).lower().strip("'\"")
-        if p.startswith(("16", "fp16", "half")):
-            self.emit("fp16", True, no, original)
-        elif p.startswith("bf16"):
-            self.emit("bf16", True, no, original)
+        flag = precision_flag(value)
+        if flag is not None:
+            self.emit(flag, True, no, original)
 
     def finish(self) -> None:
         """End of the text: facts that need the whole of a table (the GPU count)."""
