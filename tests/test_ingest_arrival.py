@@ -218,6 +218,20 @@ def test_truncated_tar_keeps_the_members_before_the_cut(tmp_path: Path):
     assert series(run, "grad_norm") == [(1, 1.5), (2, 1.6)]  # the rest of the run is still read
 
 
+@pytest.mark.parametrize("cut", [3, 4, 9])
+def test_gzip_cut_inside_its_header_is_a_problem_not_a_crash(tmp_path: Path, cut: int):
+    """CPython's tarfile raises TypeError (``ord(b"")``) on a gzip header cut after the magic (found by the fuzz test)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        _add(tf, "train.log", STEP_LOG)
+    (tmp_path / "logs.tar.gz").write_bytes(buf.getvalue()[:cut])
+    (tmp_path / "train.log").write_bytes(STEP_LOG)
+    run, _ = read_run(tmp_path, with_checkpoints=False)
+    arch = next(a for a in run.artifacts if a.path == "logs.tar.gz")
+    assert arch.status in ("partial", "unreadable") and arch.problem
+    assert len(series(run, "loss")) == 40
+
+
 def test_garbage_named_tar_is_a_clear_problem(tmp_path: Path):
     (tmp_path / "logs.tar").write_bytes(b"this is not a tar file at all\n" * 30)
     (tmp_path / "train.log").write_bytes(STEP_LOG)

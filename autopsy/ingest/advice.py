@@ -15,7 +15,7 @@ from autopsy.model import Artifact
 
 #: a message already containing one of these verbs tells the user what to do
 ACTION = re.compile(
-    r"\b(re-?copy|re-?save|re-?run|restore|remove|delete|fix|check|use|resume|point autopsy|pass|rename|chmod|"
+    r"\b(re-?copy|re-?save|re-?run|re-?download|re-?create|restore|remove|delete|fix|check|use|resume|point autopsy|pass|rename|chmod|"
     r"copy (?:it|its|the)|"
     r"set AUTOPSY_DEBUG|do not|don't|find out|install|upgrade|convert|give)\b", re.IGNORECASE)
 

@@ -68,11 +68,11 @@ def read_archive(found: Found, builder: RunBuilder) -> None:
     except OSError as exc:
         builder.problem(src, KIND, f"cannot open: {exc.strerror or exc}")
         return
-    tmp = Path(tempfile.mkdtemp(prefix="autopsy-unpack-"))
     if not looks_archived(head):
         builder.problem(src, KIND, "named like an archive but not gzip, bzip2, xz, zip or tar data (7z, rar and "
                         "zstd are not read): unpack it and point autopsy at the files", "ignored")
         return
+    tmp = Path(tempfile.mkdtemp(prefix="autopsy-unpack-"))
     try:
         if head.startswith(ZIP_MAGIC):
             _read_zip(found, builder, src, tmp)
@@ -89,7 +89,7 @@ def _compressed_tar(path: Path) -> bool:
     try:
         with tarfile.open(path, "r|*") as tf:
             return tf.next() is not None
-    except (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError, ValueError):
+    except _STREAM_ERRORS:
         return False
 
 
@@ -104,6 +104,11 @@ def _member_name(archive_name: str) -> str:
 def _read_stream(found: Found, builder: RunBuilder, src: str, tmp: Path, head: bytes) -> None:
     """One compressed file (``train.log.gz``, ``.bz2``, ``.xz``): the decompressed bytes are the log."""
     inner = _member_name(found.path.name)
+    if inner.lower().endswith(".tar"):
+        # named .tar.gz/.tar.xz/... yet its first block would not open as a tar: cut or damaged early on
+        builder.problem(src, KIND, "not a readable tar archive: the compressed data is cut or damaged before the "
+                        "first member; re-download or re-create it")
+        return
     if _ARCHIVE_NAME.search(inner):
         builder.problem(src, KIND, f"holds another archive ({inner}): nested archives are not opened; unpack it "
                         "and point autopsy at the files", "ignored")
@@ -172,7 +177,8 @@ def _read_zip(found: Found, builder: RunBuilder, src: str, tmp: Path) -> None:
 
 
 #: what a damaged or cut tar/bz2/xz stream raises, whichever layer notices first
-_STREAM_ERRORS = (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError, ValueError)
+# TypeError: CPython's tarfile reads a gzip header cut right after its magic bytes as ``ord(b"")``
+_STREAM_ERRORS = (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError, ValueError, TypeError)
 
 
 def _plan(name: str, size: int, total: int, where: Path, skipped: list[str]) -> tuple[Path, int] | None:
