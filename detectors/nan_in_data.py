@@ -65,7 +65,19 @@ DATA_SOURCE = re.compile(r"(?i)(?:^|[/\\\s])((?:[\w.-]*/)*[\w.-]*(?:data|loader|
 
 
 def detect(run: Run) -> Iterable[Finding]:
-    yield from _data_pipeline_warnings(run)
+    """One finding per run: the pipeline's own warning when there is one, with the calm-curve evidence added."""
+    warned = next(iter(_data_pipeline_warnings(run)), None)
+    calm = next(iter(_calm_curve_nan(run)), None)
+    if warned is not None and calm is not None:
+        warned.evidence += [ev for ev in calm.evidence if ev not in warned.evidence]
+        warned.confidence = max(warned.confidence, calm.confidence)
+        warned.first_step = calm.first_step if warned.first_step is None else warned.first_step
+    if warned is not None or calm is not None:
+        yield warned or calm
+
+
+def _calm_curve_nan(run: Run) -> Iterable[Finding]:
+    """A NaN out of a calm loss and grad_norm curve: nothing diverged first, so a bad batch is the likeliest cause."""
     onset = nonfinite_onset(run)
     if onset is None or onset.step is None or onset.metric == "eval_loss":
         return  # an eval-only NaN with finite training is DATA002's (eval batches without supervised tokens)

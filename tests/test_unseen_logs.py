@@ -277,6 +277,18 @@ def test_numpy_warning_in_data_code_names_the_data(tmp_path: Path):
     assert _verdict(a) == ("failed", "nan_in_data")
 
 
+def test_data_warning_and_calm_nan_are_one_finding(tmp_path: Path):
+    # the darkflow warning (above) followed by a NaN out of a calm curve: one DATA001 holding both pieces of evidence
+    curve = "".join(f"{{'loss': {2.0 - i * 0.01:.4f}, 'grad_norm': 1.2, 'learning_rate': 1e-05, 'epoch': {i / 100}}}\n"
+                    for i in range(1, 21))
+    a = _run(tmp_path, curve + "/home/ubuntu/darkflow/net/yolov2/data.py:40: RuntimeWarning: invalid value encountered "
+                       "in sqrt\n" + "{'loss': nan, 'grad_norm': nan, 'learning_rate': 1e-05, 'epoch': 0.21}\n" * 3)
+    data = [f for f in a.diagnosis.findings if f.code == "DATA001"]
+    assert len(data) == 1 and data[0].title.startswith("The input pipeline computes NaN/Inf")
+    assert any("no divergence before the NaN" in ev.detail for ev in data[0].evidence)
+    assert _verdict(a) == ("failed", "nan_in_data")
+
+
 def test_numpy_warning_in_model_code_is_not_the_data(tmp_path: Path):
     a = _run(tmp_path, "/home/u/proj/model/attention.py:88: RuntimeWarning: overflow encountered in exp\n")
     assert not [f for f in a.diagnosis.findings if f.code == "DATA001"]

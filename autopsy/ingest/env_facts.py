@@ -48,7 +48,7 @@ KNOWN_PACKAGES = frozenset({
     "fairseq", "detectron2", "ultralytics", "timm", "modelscope", "nccl", "wandb", "mlflow", "tensorboard",
     "sentencepiece", "einops", "ray", "swift", "cudatoolkit", "nvidia_nccl_cu11", "nvidia_nccl_cu12",
     "megatron_lm", "nemo", "torchtitan", "colossalai", "fsdp", "opencompass", "evaluate", "scipy", "pandas",
-    "onnxruntime", "tensorrt", "tensorrt_llm", "liger-kernel", "mamba_ssm", "causal_conv1d", "apex",
+    "onnxruntime", "tensorrt", "tensorrt_llm", "liger-kernel", "mamba_ssm", "causal_conv1d",
 })
 #: names (normalised) whose version is not a ``version.<name>`` fact
 SPECIAL: dict[str, str] = {

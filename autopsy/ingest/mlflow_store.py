@@ -116,7 +116,6 @@ def _param_value(raw: Any) -> Any:
 def read_mlflow_run(found: Found, builder: RunBuilder) -> None:
     """A file-store run's ``meta.yaml``: status, name, id (its metrics and params files are read
     one by one as ``mlflow_part``, so a single metric file handed in alone is read too)."""
-    run_dir = found.path.parent
     meta_src = builder.rel(found.path)
     text, why = _read_text(found.path, MAX_META_BYTES)
     meta: Any = None
