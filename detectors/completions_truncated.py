@@ -52,11 +52,17 @@ AT_CAP = 0.98
 
 
 def detect(run: Run) -> Iterable[Finding]:
+    yield from _truncated(run, MIN_LOGS) or _truncated(run, 1, few=True)
+
+
+def _truncated(run: Run, min_logs: int, few: bool = False) -> list[Finding]:
+    """``few``: fewer than MIN_LOGS logs (a pasted summary line): only when two length signals agree and the rewards
+    have no variance, which is the failure itself (no advantage, no gradient), not a phase of the run."""
     evidence: list[Evidence] = []
     first_step = None
     for metric in CLIP_METRICS:
         pts = points(run, metric).finite_only()
-        if len(pts) < MIN_LOGS:
+        if len(pts) < min_logs:
             continue
         high = pts.values >= CLIPPED_SHARE
         if high.mean() >= RUN_SHARE:
@@ -65,7 +71,7 @@ def detect(run: Run) -> Iterable[Finding]:
             evidence.append(pts[i].evidence(f"{metric} = {fmt(pts[i].value)} at step {pts[i].step}; >= {CLIPPED_SHARE:g} "
                                             f"at {int(high.sum())} of {len(pts)} logs"))
     term = points(run, "completions/mean_terminated_length").finite_only()
-    if len(term) >= MIN_LOGS:
+    if len(term) >= min_logs:
         zero = term.values == 0.0
         if zero.mean() >= RUN_SHARE:
             i = int(np.flatnonzero(zero)[0])
@@ -78,7 +84,7 @@ def detect(run: Run) -> Iterable[Finding]:
         cap = float(run.config.get(cap_key))
         for metric in MEAN_LENGTH_METRICS:
             pts = points(run, metric).finite_only()
-            if len(pts) < MIN_LOGS:
+            if len(pts) < min_logs:
                 continue
             at_cap = pts.values >= AT_CAP * cap
             if at_cap.mean() >= RUN_SHARE:
@@ -88,20 +94,24 @@ def detect(run: Run) -> Iterable[Finding]:
                                                 f"{cap_key} = {fmt(cap)}, at {int(at_cap.sum())} of {len(pts)} logs"))
                 break
     if not evidence:
-        return
+        return []
+    length_signals = len(evidence)
     for key in CAP_KEYS:
         if run.config.fact(key) is not None:
             evidence.append(config_evidence(run, key, f"{key} = {run.config.get(key)}: the cap every completion hits"))
             break
     rstd = points(run, "reward_std").finite_only()
-    if len(rstd) and float(np.mean(rstd.values == 0.0)) >= RUN_SHARE:
+    flat = bool(len(rstd)) and float(np.mean(rstd.values == 0.0)) >= RUN_SHARE
+    if flat:
         evidence.append(rstd[-1].evidence("reward_std = 0 at most logs: equal rewards, zero advantage, no gradient"))
-    yield Finding(
-        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.85,
+    if few and (length_signals < 2 or not flat):
+        return []
+    return [Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.7 if few else 0.85,
         title="Completions truncated: nearly every generation hits the length cap",
         message="; ".join(e.detail for e in evidence) + ".", first_step=first_step, evidence=evidence,
         remedies=["Raise max_completion_length (reasoning models need thousands of tokens) or ask for shorter answers.",
                   "Check that generation stops on the tokenizer's EOS (chat template, generation_config eos_token_id).",
                   "Filter prompts whose answers cannot fit the budget."],
         basis="direct", symptom="truncated_completions",
-    )
+    )]

@@ -348,3 +348,35 @@ def test_a_tqdm_description_with_a_loss_is_one_point(tmp_path: Path):
                        "[47:52<27:15,  9.68s/it]\n")
     assert _series(a, "loss") == [-8.48068483] and _series(a, "acc") == []
     assert a.diagnosis.verdict.status == "healthy" and a.diagnosis.verdict.confidence < 0.9
+
+
+def test_a_pasted_summary_of_metric_pairs_is_one_record(tmp_path: Path):
+    # https://github.com/greyhaven-ai/autocontext/pull/1067 (TRL GRPO metrics pasted as a summary; cap 256)
+    a = _run(tmp_path, "completions/mean_length: 256   completions/clipped_ratio: 1   mean_terminated_length: 0\n"
+                       "reward: 0   reward_std: 0   frac_reward_zero_std: 1   loss: 0   grad_norm: 0\n",
+             "max_completion_length=256\n")
+    df = a.run.scalars
+    assert set(df["metric"]) >= {"completions/clipped_ratio", "reward_std", "loss", "grad_norm"}
+    assert set(df["step"]) == {1}  # the two lines hold no key twice: one record, wrapped
+    assert _verdict(a) == ("failed", "completions_truncated")
+
+
+def test_one_summary_line_without_flat_rewards_is_not_truncation(tmp_path: Path):
+    a = _run(tmp_path, "completions/mean_length: 256   completions/clipped_ratio: 1   reward: 0.61   reward_std: 0.32\n",
+             "max_completion_length=256\n")
+    assert not [f for f in a.diagnosis.findings if f.code == "GEN001"]  # one log, rewards still vary: a phase at most
+
+
+def test_pair_records_repeat_and_step_on_a_repeated_key(tmp_path: Path):
+    log = "".join(f"step: {i}, loss: {3 - i / 10:.2f}, lr: 0.0001, acc: 0.{i}\n" for i in range(1, 6))
+    log += "loss: 1.20 | grad_norm: 0.9 | tokens: 512\nloss: 1.10 | grad_norm: 0.8 | tokens: 512\n"
+    a = _run(tmp_path, log)
+    assert _series(a, "loss") == [2.9, 2.8, 2.7, 2.6, 2.5, 1.2, 1.1]
+    assert sorted(set(a.run.scalars["step"])) == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_prose_and_mixed_lines_are_not_pair_records(tmp_path: Path):
+    a = _run(tmp_path, "I trained with loss: 0.5, lr: 1e-4, batch: 8 and it diverged\n"  # words between the pairs
+                       "acc: 0.5  f1: 0.4  precision: 0.3\n"  # pairs only, but no training signal named
+                       "loss: nan\n")  # one pair
+    assert a.run.scalars.empty

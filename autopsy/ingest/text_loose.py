@@ -273,11 +273,111 @@ def parse_multiline_dicts(text: bytes, first_line: int, st: StepState, out: Coll
             used.add(at)
 
 
+# -- a line of nothing but metric pairs (a pasted summary, one print of a dict-less loop) -----------------
+
+#: ``key: number`` with a metric-like key (``completions/clipped_ratio``, ``reward_std``, ``loss``)
+_KV = re.compile(rb"([A-Za-z][\w/.@-]{0,80})[ \t]*[:=][ \t]*(" + NUM + rb")(?![\w.])")
+#: what may stand between two pairs of such a line
+_KV_SEP = re.compile(rb"[ \t,;|]*(?:-[ \t]+)?[ \t,;|]*\Z")
+#: a record line holds at least this many pairs, and nothing else
+MIN_RECORD_PAIRS = 3
+#: one of them names a training signal (the rest may be anything: reward_std, frac_reward_zero_std, acc)
+_SIGNAL_KEY = re.compile(r"(?i)loss|norm|reward")
+_RECORD_STEP_KEYS = {"step", "global_step", "iter", "iteration", "current_steps"}
+_RECORD_SKIP_KEYS = {"epoch", "total_steps", "time", "eta"}
+
+
+def _record_pairs(line: bytes, signal: bool = True) -> list[tuple[str, float]] | None:
+    """The pairs of a line that is nothing but pairs (separators aside), or None; ``signal``: one must name a
+    training signal (a line next to such a record needs not: ``completions/clipped_ratio: 1 ...`` above its loss)."""
+    pairs, pos = [], 0
+    for m in _KV.finditer(line):
+        if not _KV_SEP.match(line[pos:m.start()]):
+            return None
+        pairs.append((m[1].decode(), float(m[2])))
+        pos = m.end()
+    if len(pairs) < MIN_RECORD_PAIRS or line[pos:].strip(b" \t,;|\r") or (signal and not any(
+            _SIGNAL_KEY.search(k) for k, _ in pairs)):
+        return None
+    return pairs
+
+
+def parse_pair_records(text: bytes, first_line: int, st: StepState, out: Collector,
+                       steps: StepMarks, used: Used) -> None:
+    """Lines made only of ``key: number`` pairs, one naming a training signal (``loss: 0   grad_norm: 0   reward: 0``):
+    structure enough to be a record even once, unlike a loss mentioned in prose. Lines that follow each other with
+    no key in common are one record (a summary wrapped over two lines); a repeated key starts the next step. The
+    step is the record's own ``step``/``iter`` pair, else the next after the last step seen (inferred)."""
+    starts = sorted({line_start(text, c.start()) for lit, rx in _RECORD_CORES if lit in text
+                     for c in rx.finditer(text)})
+    if not starts:
+        return
+    rows: dict[int, tuple[int, list[tuple[str, float]]]] = {}
+    for ls in starts:
+        le = line_end(text, ls)
+        if ls in rows or le - ls > MAX_LOOSE_LINE or used.covers(ls, le):
+            continue
+        pairs = _record_pairs(text[ls:le].rstrip(b"\r"))
+        if pairs is None:
+            continue
+        rows[ls] = (le, pairs)
+        _neighbours(text, ls, le, rows, used)
+    lines = Lines(text, first_line)
+    prev_end, keys, step = -2, set(), st.last_step
+    for ls in sorted(rows):
+        le, pairs = rows[ls]
+        own = next((int(v) for k, v in pairs if k.lower() in _RECORD_STEP_KEYS and v == v and 0 <= v < 2 ** 62), None)
+        names = {k for k, _ in pairs}
+        joined = ls == prev_end + 1 and not names & keys and own is None
+        if not joined:
+            if own is not None:
+                step = own
+            else:
+                step = (step if step is not None else 0) + 1
+                st.inferred = True
+            keys = set()
+        keys |= names
+        at = lines.at(ls)
+        for k, v in pairs:
+            if k.lower() not in _RECORD_STEP_KEYS and k.lower() not in _RECORD_SKIP_KEYS:
+                out.add(step, k, v, at)
+        steps.append((ls, step))
+        used.add(ls)
+        st.last_step = step
+        prev_end = le
+
+
+def _neighbours(text: bytes, ls: int, le: int, rows: dict, used: Used) -> None:
+    """Pair-only lines right above and below a record (a summary wrapped over lines) join it."""
+    up = ls
+    while up > 0:
+        ps = line_start(text, up - 1)
+        pairs = None if ps in rows or used.covers(ps, up - 1) else _record_pairs(text[ps:up - 1].rstrip(b"\r"), False)
+        if pairs is None:
+            break
+        rows[ps], up = (up - 1, pairs), ps
+    down = le
+    while down + 1 < len(text):
+        ne = line_end(text, down + 1)
+        ns = down + 1
+        pairs = None if ns in rows or used.covers(ns, ne) else _record_pairs(text[ns:ne].rstrip(b"\r"), False)
+        if pairs is None:
+            break
+        rows[ns], down = (ne, pairs), ne
+
+
+#: the literal end of a signal key, then its separator and a value's first character: the candidates (literal-led,
+#: one regex per literal, so the engine jumps between occurrences instead of trying every byte)
+_RECORD_LITERALS = (b"oss", b"orm", b"ard")  # not "lr"/"rate": frequent letters, and a record names a loss too
+_RECORD_CORES = tuple((w, re.compile(w + rb"[ \t]*[:=][ \t]*[-+.\dnNiI]")) for w in _RECORD_LITERALS)
+
+
 #: (parser, letters a chunk needs first), run after every other line parser
 LOOSE_PARSERS = (
     (parse_hf_metrics_block, (b"metrics",)),
     (parse_multiline_dicts, (b"",)),
     (parse_progress_meter, (b"Epoch",)),
     (parse_scheduler_verbose, (b"Adjustinglearningrate",)),
+    (parse_pair_records, _RECORD_LITERALS),
     (parse_loose_loss, (b"oss", b"OSS")),
 )
