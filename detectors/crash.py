@@ -48,7 +48,10 @@ AFTER_NAN_CONFIDENCE = 0.4
 EXPLAINED = re.compile(
     r"doesn't support bf16|does not support bf16|requires_grad|does not require grad|has no gradients|"
     r"loss scale already at minimum|index out of range in self|srcIndex < srcSelectDimSize|"
-    r"prepare_inputs_for_generation|tokenization mismatch",
+    r"prepare_inputs_for_generation|tokenization mismatch|"
+    # a trainer's own finiteness check raising (the nan_stop events): the non-finite value is the failure, not the raise
+    r"Loss became infinite or NaN|Invalid loss, terminating|is not finite\. Previous best|NanLossDuringTraining|"
+    r"Nan in summary histogram",
     re.IGNORECASE)
 
 

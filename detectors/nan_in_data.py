@@ -74,6 +74,30 @@ def detect(run: Run) -> Iterable[Finding]:
         warned.first_step = calm.first_step if warned.first_step is None else warned.first_step
     if warned is not None or calm is not None:
         yield warned or calm
+    else:
+        yield from _named_input_nan(run)
+
+
+def _named_input_nan(run: Run) -> Iterable[Finding]:
+    """The loop or the loss said that inputs or samples were non-finite (``5/42 samples got nan grad``, ``batch
+    contains NaN``) and the run went non-finite: the message names the data, whatever the curve looked like."""
+    onset = nonfinite_onset(run)
+    named = run.events_of("nan_input")
+    if onset is None or not named:
+        return
+    evidence = [event_evidence(e, f"the run reported non-finite input: \"{e.message.strip()[:160]}\"") for e in named[:2]]
+    evidence.append(onset.evidence)
+    yield Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.7,
+        title="Non-finite inputs reported, then the run went non-finite: suspect the data",
+        message=(f"{len(named)} message(s) say samples or inputs were non-finite (first: \"{named[0].message.strip()[:120]}\"), "
+                 + (f"and the training went non-finite at step {onset.step}." if onset.step is not None
+                    else "and the training went non-finite.")),
+        first_step=onset.step, evidence=evidence, basis="direct", symptom="nonfinite_loss",
+        remedies=["Find the samples the message names (log their ids) and check inputs and labels with torch.isfinite; for "
+                  "CTC, drop utterances whose label is longer than the downsampled input (or set zero_infinity=True).",
+                  "Filter NaN/Inf/empty samples at data preparation; skip non-finite batches in the loop and log their indices."],
+    )
 
 
 def _calm_curve_nan(run: Run) -> Iterable[Finding]:

@@ -380,3 +380,63 @@ def test_prose_and_mixed_lines_are_not_pair_records(tmp_path: Path):
                        "acc: 0.5  f1: 0.4  precision: 0.3\n"  # pairs only, but no training signal named
                        "loss: nan\n")  # one pair
     assert a.run.scalars.empty
+
+
+# -- a trainer's own finiteness check: the stop message is the non-finite evidence -------------------------------
+
+def test_keras_terminate_on_nan_is_a_nonfinite_stop(tmp_path: Path):
+    # https://github.com/bricewalker/Hey-Jetson/issues/7 (keras.callbacks.TerminateOnNaN)
+    a = _run(tmp_path, "3455/3455 [==============================] - 21350s 6s/step - loss: 356.8575 - val_loss: 237.5635\n"
+                       "Epoch 2/30\n"
+                       "1883/3455 [===============>..............] - ETA: 2:39:53 - loss: nan     Batch 1882: Invalid loss, "
+                       "terminating training\n")
+    assert [e.kind for e in a.run.events] == ["nan_stop"]
+    assert a.diagnosis.verdict.status != "healthy"
+    assert any(f.code == "NUM001" for f in a.diagnosis.findings)
+
+
+def test_detectron2_floating_point_error_is_the_nan_not_an_unknown_crash(tmp_path: Path):
+    # https://github.com/facebookresearch/detectron2/issues/508 (SimpleTrainer._detect_anomaly)
+    a = _run(tmp_path, "FloatingPointError: Loss became infinite or NaN at iteration=27!\n"
+                       "loss_dict = {'loss_cls': tensor(nan, device='cuda:0', grad_fn=), 'loss_box_reg': "
+                       "tensor(0.2576, device='cuda:0', grad_fn=)}\n")
+    stop = a.run.events_of("nan_stop")
+    assert stop and stop[0].data["iteration"] == 27
+    assert not [f for f in a.diagnosis.findings if f.code == "CRASH001" and f.severity == "error"]
+    num = [f for f in a.diagnosis.findings if f.code == "NUM001"]
+    assert num and num[0].first_step == 27
+    assert a.diagnosis.verdict.status == "inconclusive"  # two lines: the NaN, not why (the thread: base_lr for 8 GPUs)
+
+
+def test_tensorflow_nan_in_summary_histogram_is_a_nonfinite_stop(tmp_path: Path):
+    # https://github.com/kratzert/finetune_alexnet_with_tensorflow/issues/23
+    a = _run(tmp_path, "tensorflow.python.framework.errors_impl.InvalidArgumentError: Nan in summary histogram for: "
+                       "fc8/biases_0\n")
+    stop = a.run.events_of("nan_stop")
+    assert stop and stop[0].data == {"tensor": "fc8/biases_0", "what": "weights"}
+    assert a.diagnosis.verdict.status != "healthy"
+
+
+ESPNET_DATA = (  # https://github.com/espnet/espnet/issues/3630 (ESPnet2 trainer and CTC warnings)
+    "(trainer:582) WARNING: The grad norm is nan. Skipping updating the model.\n"
+    "(ctc:71) WARNING: 5/42 samples got nan grad. These were ignored for CTC loss.\n"
+    "(trainer:404) WARNING: The gradients at all steps are invalid in this epoch. Something seems wrong. This training "
+    "was stopped at 2epoch\n")
+
+
+def test_espnet_invalid_gradients_stop_with_nan_samples_names_the_data(tmp_path: Path):
+    a = _run(tmp_path, ESPNET_DATA)
+    assert a.run.events_of("nan_stop") and a.run.events_of("nan_input")
+    assert _verdict(a) == ("failed", "nan_in_data")
+
+
+def test_espnet_invalid_gradients_stop_under_use_amp_is_fp16(tmp_path: Path):
+    # https://github.com/espnet/espnet/issues/3104 (the LM ran with use_amp: true)
+    a = _run(tmp_path, "(trainer:582) WARNING: The grad norm is nan. Skipping updating the model.\n"
+                       "(trainer:404) WARNING: The gradients at all steps are invalid in this epoch. Something seems "
+                       "wrong. This training was stopped at 2epoch\n", "use_amp: true\n")
+    assert a.run.config.get("fp16") is True
+    assert _verdict(a) == ("failed", "fp16_overflow")
+    (tmp_path / "no_amp").mkdir()
+    b = _run(tmp_path / "no_amp", "(trainer:404) WARNING: The gradients at all steps are invalid in this epoch. Something seems wrong.\n")
+    assert b.diagnosis.verdict.status == "inconclusive"  # the stop alone names no cause

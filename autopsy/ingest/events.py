@@ -70,7 +70,7 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     # a data pipeline or a loop's own check saying the *input* is non-finite (not the loss): the cause named directly
     ("nan_input", re.compile(r"(?i)\b(?:input|inputs|input_ids|batch|sample|samples|example|examples|data|dataset|feature|"
                              r"features|label|labels|target|targets|pixel_values|embeddings?)\b[^\n]{0,40}?\b(?:contains?|has|have|"
-                             r"with|found)\s+(?:\d+\s+)?(?:NaN|nan|Inf|inf|non-finite)(?!, infinity or a value too large)"), lambda m: {}),
+                             r"with|found|got)\s+(?:\d+\s+)?(?:NaN|nan|Inf|inf|non-finite)(?!, infinity or a value too large)"), lambda m: {}),
     ("lr_before_step", re.compile(r"tried to get lr value before scheduler/optimizer started stepping"), lambda m: {}),
     ("no_grad_inputs", re.compile(r"None of the inputs have requires_grad=True"), lambda m: {}),
     ("no_grad_fn", re.compile(r"element (\d+) of tensors does not require grad"), lambda m: {"element": int(m[1])}),
@@ -88,6 +88,20 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("gemma_eager_warning", re.compile(r"strongly recommended to train Gemma\d* models with the `?eager`? attention"), lambda m: {}),
     ("flash_attn_warning", re.compile(r"Flash ?Attention|flash_attn|flash_attention_[23]|FlashAttention"), lambda m: {}),
     ("nan_stop", re.compile(r"Loss is (nan|inf|-inf|NaN|Inf)\b[^\n]{0,20}stopping training"), lambda m: {"value": m[1]}),
+    # a trainer's own finiteness check stopping the run: detectron2 SimpleTrainer._detect_anomaly (and forks)
+    # "FloatingPointError: Loss became infinite or NaN at iteration=27!"; Keras TerminateOnNaN "Batch 3: Invalid loss,
+    # terminating training" (MindSpore's LossMonitor raises the same words); Lightning EarlyStopping(check_finite)
+    # "Monitored metric val_loss = nan is not finite"; ESPnet2 Trainer "The gradients at all steps are invalid in this
+    # epoch"; TF Estimator's NanTensorHook NanLossDuringTrainingError
+    ("nan_stop", re.compile(r"Loss became infinite or NaN at iteration\s*=?\s*(\d+)"), lambda m: {"iteration": int(m[1])}),
+    ("nan_stop", re.compile(r"(?:Batch (\d+): )?Invalid loss, terminating training"),
+     lambda m: {"batch": int(m[1]) if m[1] else None}),
+    ("nan_stop", re.compile(r"Monitored metric (\S+) = (nan|inf|-inf|tensor\(nan[^)]*\)) is not finite"),
+     lambda m: {"metric": m[1]}),
+    ("nan_stop", re.compile(r"The gradients at all steps are invalid in this epoch"), lambda m: {}),
+    ("nan_stop", re.compile(r"NanLossDuringTrainingError"), lambda m: {}),
+    # TF writes a histogram summary of each variable: a NaN weight fails it ("Nan in summary histogram for: fc8/weights")
+    ("nan_stop", re.compile(r"Nan in summary histogram for:?\s*(\S+)"), lambda m: {"tensor": m[1], "what": "weights"}),
     ("loss_watchdog", re.compile(r"Loss is too high, stopping training"), lambda m: {}),
     # the messages themselves, not prose about them ("--half, needed to avoid CUDA out of memory)"): torch's
     # "CUDA out of memory. Tried to allocate", TF's "OOM when allocating tensor", XLA's RESOURCE_EXHAUSTED
@@ -136,6 +150,7 @@ TRIGGERS = (
     "copying a param", "vocab size of the LoRA", "Minimum loss scale", "contain", "found NaN", "found nan",
     "labels in your dataset", "OOM when", "RESOURCE_EXHAUSTED", "srcIndex", "Assertion", "index out of range",
     "indexSelect", "device-side assert", "can't allocate", "grad_scale is too small", "grad scale is too small",
+    "Loss became", "Invalid loss", "Monitored metric", "The gradients at all", "Nan in summary",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the

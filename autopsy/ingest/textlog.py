@@ -166,10 +166,16 @@ class _TextLogReader:
             ls = line_start(text, m.start())
             le = line_end(text, m.start())
             done_to = le
-            if used.covers(ls, le):
-                continue
             line_text = text[ls:min(le, ls + LINE_CAP)].decode("utf-8", "replace")
             no = lines.at(ls)
+            if used.covers(ls, le):
+                # a metric line: only a named event glued to it (Keras prints "Batch 1882: Invalid loss, terminating
+                # training" right after its bar, on the same line), never a generic warning/error or a traceback
+                found = classify(line_text)
+                if found is not None and found[0] not in ("warning", "error"):
+                    step = self._step_at(text, m.start(), positions, steps, before_step, before_bar)
+                    self.sink.add(found[0], line_text, no, step, found[1], self.ranks.event_rank(line_text))
+                continue
             step = self._step_at(text, m.start(), positions, steps, before_step, before_bar)
             got = self.tb.feed(no, line_text)
             is_exc = False
