@@ -29,7 +29,7 @@ ArtifactStatus = Literal["read", "partial", "unreadable", "ignored"]
 #: Add an id when a real failure needs one; never rename one.
 ROOT_CAUSES: dict[str, str] = {
     "healthy": "No failure: the run looks healthy.",
-    "lr_too_high": "Learning rate too high: the loss diverged, then went non-finite.",
+    "lr_too_high": "Learning rate too high: the updates overshoot, so the loss diverges (and often goes non-finite).",
     "fp16_overflow": "fp16 range overflow (max 65504): half-precision weights or activations overflowed.",
     "loss_scale_collapse": "fp16 dynamic loss scale collapsed to its minimum (persistent overflow).",
     "bf16_unsupported_hardware": "bf16 requested on hardware without bf16 support (pre-Ampere GPU).",

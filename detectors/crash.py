@@ -78,20 +78,29 @@ def _library_fault(exc_type: str, exc_msg: str, frame: object) -> tuple[str, str
     return None
 
 
+DEVICE_ASSERT = re.compile(r"device-side assert triggered|CUDA error: an illegal memory access")
+
+
 def _exc(ev: Event) -> tuple[str, str]:
     t = str(ev.data.get("exc_type") or "").strip()
     m = str(ev.data.get("exc_message") or "").strip()
     if not t:
         mm = re.match(r"\s*([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit))\s*:?\s*(.*)", ev.message)
+        cuda = re.search(r"\b(CUDA error):\s*(.*)", ev.message)
         if mm:
             t, m = mm.group(1), m or mm.group(2)
+        elif cuda:
+            t, m = cuda.group(1), m or cuda.group(2)
     return t or "Exception", m or ev.message.strip()
 
 
 def detect(run: Run) -> Iterable[Finding]:
     ooms = run.events_of("oom") + [e for e in run.events_of("traceback", "error") if OOM.search(f"{e.message} {e.data.get('exc_message', '')}")]
     tracebacks = [e for e in run.events_of("traceback") if e not in ooms]
-    fatal = ooms[-1] if ooms else (tracebacks[-1] if tracebacks else None)
+    # a CUDA device-side assert kills the process (the CUDA context is unusable after it) even when the paste holds no
+    # traceback: "step 2: CUDA error: device-side assert triggered"
+    asserts = [e for e in run.events_of("index_out_of_range") if DEVICE_ASSERT.search(e.message)]
+    fatal = ooms[-1] if ooms else (tracebacks[-1] if tracebacks else (asserts[-1] if asserts else None))
     if fatal is None:
         return
     exc_type, exc_msg = _exc(fatal)

@@ -47,6 +47,7 @@ from detectors._common import (
     event_evidence,
     fmt,
     fp16_signals,
+    is_policy_gradient_run,
     nonfinite_onset,
     num,
     points,
@@ -312,6 +313,14 @@ def _symptoms(run: Run) -> list[tuple[Evidence, str, bool]]:
     if len(zeros) >= LR_PINNED_LOGS and len(zeros) >= len(lr[1:]) // 2:
         out.append((zeros[0].evidence(f"learning_rate = 0 at {len(zeros)} of {len(lr)} logs"),
                     f"the learning rate stays at 0 for {len(zeros)} logs: skipped steps never advance the scheduler", False))
+    if onset is None and is_policy_gradient_run(run):
+        # a run that samples completions dies on a CUDA device-side assert: torch.multinomial asserts on the probabilities
+        # that non-finite logits give (the fp16 overflow of an MLP feeding the sampler), whatever else the step did
+        dev = [e for e in run.events_of("index_out_of_range") if "device-side assert" in e.message]
+        if dev:
+            out.append((event_evidence(dev[0], "a CUDA device-side assert in a run that samples completions: the sampler's "
+                                               "check on its probabilities, which non-finite logits fail"),
+                        "died on a device-side assert while sampling (non-finite logits)", False))
     for sk in (run.checkpoint_analysis or {}).get("skipped_steps") or []:
         if not isinstance(sk, dict):
             continue

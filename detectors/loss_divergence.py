@@ -109,11 +109,54 @@ def detect(run: Run) -> Iterable[Finding]:
             basis="symptom", symptom="loss_divergence",
         )
         return
-    rise = _late_rise(run, loss)
+    rise = _late_rise(run, loss) or _ends_spiked(run, loss)
     if rise is not None:
         yield rise
         return
     yield from _spikes(run, loss)
+
+
+#: the log ends at this many times the median of the logs before its last one (and it is the highest of the run) ...
+END_SPIKE = 5.0
+#: ... after another jump of >= SPIKE_FACTOR x that median among the last END_WINDOW logs: spiking again and higher
+END_WINDOW = 5
+MIN_END_LOGS = 5
+
+
+def _ends_spiked(run: Run, loss) -> Finding | None:
+    """The loss jumped far above its level, fell back, and at the end of the log is higher still: a run that is
+    leaving its basin (the first spike alone would be noise; the last log is its highest)."""
+    n = len(loss)
+    if n < MIN_END_LOGS:
+        return None
+    v = loss.values
+    level = float(np.median(v[:-1]))
+    last = loss[-1]
+    if level <= DIVERGE_MIN_BEST or last.value < END_SPIKE * level or last.value < float(v.max()):
+        return None
+    earlier = [i for i in range(max(0, n - END_WINDOW), n - 1) if v[i] >= SPIKE_FACTOR * level]
+    if not earlier:
+        return None
+    first = loss[earlier[0]]
+    lr = value_at(points(run, "learning_rate").finite_only(), first.step)
+    lr_txt = f" (lr {fmt(lr.value)})" if lr is not None else ""
+    ev = [first.evidence(f"loss {fmt(first.value)} at step {first.step}{lr_txt}, {first.value / level:.3g}x the median "
+                         f"{fmt(level)} of the logs before the end"),
+          last.evidence(f"last loss {fmt(last.value)} at step {last.step}, {last.value / level:.3g}x that level and the "
+                        "highest of the run")]
+    return Finding(
+        code=CODE, name=SLUG, root_cause="lr_too_high", severity="error", confidence=0.5,
+        title=f"Loss leaving its level: {fmt(level)} -> {fmt(first.value)} at step {first.step}, {fmt(last.value)} at "
+              f"the end",
+        message=(f"the loss, around {fmt(level)}, jumped to {fmt(first.value)} at step {first.step} and ends higher still "
+                 f"({fmt(last.value)} at step {last.step}): repeated, growing spikes are how a too-large step size "
+                 "throws a run out of its basin."),
+        first_step=first.step, evidence=ev,
+        remedies=["Lower the peak learning rate 3-10x (LoRA recipes' 2e-4 is often too high for a small task set), add "
+                  "gradient clipping (max_grad_norm=1.0); resume from a checkpoint before the first spike.",
+                  "If the spikes sit on particular batches, check those samples."],
+        basis="inferred", symptom="loss_divergence",
+    )
 
 
 def _exploded(run: Run, loss) -> Finding | None:

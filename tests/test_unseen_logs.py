@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
+
 from autopsy.pipeline import analyze
 
 
@@ -440,3 +442,54 @@ def test_espnet_invalid_gradients_stop_under_use_amp_is_fp16(tmp_path: Path):
     (tmp_path / "no_amp").mkdir()
     b = _run(tmp_path / "no_amp", "(trainer:404) WARNING: The gradients at all steps are invalid in this epoch. Something seems wrong.\n")
     assert b.diagnosis.verdict.status == "inconclusive"  # the stop alone names no cause
+
+
+def test_device_side_assert_without_traceback_is_a_crash_not_healthy(tmp_path: Path):
+    # https://github.com/unslothai/unsloth-zoo/pull/600 (the PR's repro output, dtype float16)
+    log = ("python scripts/gemma4_grpo_sudoku_repro.py --model unsloth/gemma-4-E2B-it --dtype float16 --max-steps 8 "
+           "--grad-accum 4 --num-generations 2\n\nUnpatched result (dtype=float16):\n\n"
+           "step 1: loss=0.0, grad_norm=0.1108, reward=1.416\nstep 2: CUDA error: device-side assert triggered\n")
+    a = _run(tmp_path, log)
+    # a run that samples completions in float16: the sampler's assert on non-finite probabilities
+    assert _verdict(a) == ("failed", "fp16_overflow")
+    (tmp_path / "sft").mkdir()
+    b = _run(tmp_path / "sft", "step 1: loss=2.31, grad_norm=1.2\nstep 2: CUDA error: device-side assert triggered\n")
+    crash = [f for f in b.diagnosis.findings if f.code == "CRASH001"]
+    assert crash and crash[0].title.startswith("Crashed with CUDA error")
+    assert b.diagnosis.verdict.status != "healthy"
+
+
+def test_completion_only_collator_warning_tail_is_a_missing_response_key(tmp_path: Path):
+    # https://github.com/foundation-model-stack/fms-hf-tuning/issues/18 (TRL DataCollatorForCompletionOnlyLM; the
+    # paste keeps only the end of each warning)
+    log = ("### Label: no complaint<|endoftext|><|endoftext|> This instance will be ignored in loss calculation. Note, if "
+           "this happens often, consider increasing the `max_seq_length`. \n"
+           "### Label: complaint This instance will be ignored in loss calculation. Note, if this happens often, "
+           "consider increasing the `max_seq_length`.\n  \n"
+           "{'loss': 0.0, 'learning_rate': 6.716876096514944e-06, 'epoch': 2.04}\n...\n"
+           "{'loss': 0.0, 'learning_rate': 0.0, 'epoch': 5.0}  \n")
+    a = _run(tmp_path, log)
+    assert len(a.run.events_of("response_key_missing")) >= 1
+    assert _verdict(a) == ("failed", "all_labels_masked")
+
+
+def _hf_losses(values, lr=1.77e-4):
+    return "".join(f"{{'loss': {v}, 'learning_rate': {lr}, 'epoch': 0.24}}\n" for v in values)
+
+
+def test_loss_spiking_again_and_higher_at_the_end_is_divergence(tmp_path: Path):
+    # https://github.com/haotian-liu/LLaVA/issues/918 (task LoRA at lr 2e-4: 0.55-0.8, then 4.27, then 6.66 and stays)
+    a = _run(tmp_path, _hf_losses([0.6623, 0.8022, 4.2653, 0.77, 0.556, 0.8223, 6.6635]))
+    div = [f for f in a.diagnosis.findings if f.code == "DIV001"]
+    assert div and div[0].first_step is not None and "6.663" in div[0].title
+    assert _verdict(a) == ("failed", "lr_too_high")
+
+
+@pytest.mark.parametrize("values", [
+    [0.66, 0.80, 0.71, 0.77, 0.55, 0.82, 6.66],  # one jump at the very end: a blip until the next log says otherwise
+    [0.66, 0.80, 4.27, 0.77, 0.55, 0.82, 0.61],  # a spike that came back
+    [0.66, 0.80, 4.27, 0.77, 0.55, 6.66, 0.61],  # ... twice
+])
+def test_single_or_recovered_spikes_are_not_divergence(tmp_path: Path, values):
+    a = _run(tmp_path, _hf_losses(values))
+    assert not [f for f in a.diagnosis.findings if f.code == "DIV001"]

@@ -77,7 +77,10 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("no_grad_fn", re.compile(r"does not require grad and does not have a grad_fn"), lambda m: {}),
     ("no_grad_fn", re.compile(r"parameter has no gradients?"), lambda m: {"variant": "parameter_has_no_gradients"}),
     ("tokenization_mismatch", re.compile(r"tokenization mismatch: (\d+) vs\.? (\d+)"), lambda m: {"a": int(m[1]), "b": int(m[2])}),
-    ("response_key_missing", re.compile(r"Could not find response key"), lambda m: {}),
+    # TRL DataCollatorForCompletionOnlyLM: "Could not find response key `...` in the following instance: <the decoded
+    # instance, often many lines>. This instance will be ignored in loss calculation." (a paste may keep only the tail)
+    ("response_key_missing", re.compile(r"Could not find response key|This instance will be ignored in loss calculation"),
+     lambda m: {}),
     # unsloth's dataset check (>= 90% of sampled rows fully masked), printed or raised as ZeroDivisionError
     ("labels_masked", re.compile(r"(Most|All) labels in your dataset are -100"), lambda m: {"share": m[1].lower()}),
     ("prompt_fills_max_length", re.compile(
@@ -151,6 +154,7 @@ TRIGGERS = (
     "labels in your dataset", "OOM when", "RESOURCE_EXHAUSTED", "srcIndex", "Assertion", "index out of range",
     "indexSelect", "device-side assert", "can't allocate", "grad_scale is too small", "grad scale is too small",
     "Loss became", "Invalid loss", "Monitored metric", "The gradients at all", "Nan in summary",
+    "ignored in loss calculation",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the
