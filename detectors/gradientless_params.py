@@ -53,6 +53,7 @@ NO_GRADIENTS = re.compile(r"parameter has no gradients?", re.IGNORECASE)
 def detect(run: Run) -> Iterable[Finding]:
     direct: list[Evidence] = []
     weak: list[Evidence] = []
+    frozen_idle: list[Evidence] = []  # "0 trainable parameters" in a log that shows no training
     #: "None of the inputs have requires_grad=True" alone: torch.utils.checkpoint prints it for any checkpointed
     #: segment whose inputs need no grad - a frozen vision tower or frozen embeddings in front of trainable
     #: layers too (harmless, the maintainers' usual answer). It names the cause only beside a proof that
@@ -69,6 +70,15 @@ def detect(run: Run) -> Iterable[Finding]:
                                                     "checkpointing cut the graph at a segment whose inputs need no grad"))
         elif ev.kind in ("traceback", "error") and NO_GRADIENTS.search(text):
             weak.append(event_evidence(ev, "\"parameter has no gradients\""))
+        elif ev.kind == "no_trainable_params" and ev.data.get("variant") == "grad_scaler_no_inf_checks":
+            direct.append(event_evidence(ev, "GradScaler.step: \"No inf checks were recorded for this optimizer\": none "
+                                             "of the optimizer's parameters received a gradient"))
+        elif ev.kind == "no_trainable_params":
+            total = ev.data.get("all_params")
+            what = f"0 trainable of {total:,} parameters" if isinstance(total, int) and total else "0 trainable parameters"
+            (direct if _trains(run) else frozen_idle).append(event_evidence(
+                ev, f"{what}: every weight is frozen (an adapter loaded for inference, target modules that matched "
+                    "nothing, requires_grad switched off)"))
         else:
             continue
         if ev.step is not None and first_step is None:
@@ -83,6 +93,12 @@ def detect(run: Run) -> Iterable[Finding]:
         direct[len(direct_events):len(direct_events)] = ckpt_warnings[:1]
         direct_events.extend(ckpt_warnings[:1])
     if not direct and not weak and curve is None:
+        if frozen_idle:
+            yield Finding(
+                code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="warning", confidence=0.4,
+                title="The model reports 0 trainable parameters", message=frozen_idle[0].detail + ".",
+                first_step=None, evidence=frozen_idle[:2], basis="direct", symptom="no_grad",
+                remedies=_remedies(run, True))
         return
     evidence = direct + weak + ([curve] if curve else [])
     if direct:
@@ -102,6 +118,12 @@ def detect(run: Run) -> Iterable[Finding]:
         evidence=evidence, basis=basis, symptom="no_grad" if direct_events else "frozen_weights",
         remedies=_remedies(run, bool(direct_events)),
     )
+
+
+def _trains(run: Run) -> bool:
+    """The run trained (a loss was logged or an optimizer stepped): a model summary saying 0 trainable parameters is
+    then the failure; alone (an inference script prints it too) it is only worth a look."""
+    return len(points(run, "loss")) > 0 or bool(run.events_of("traceback"))
 
 
 def _checkpoint_warning_only(run: Run, warnings: list[Evidence]) -> Iterable[Finding]:

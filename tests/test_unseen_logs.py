@@ -493,3 +493,39 @@ def test_loss_spiking_again_and_higher_at_the_end_is_divergence(tmp_path: Path):
 def test_single_or_recovered_spikes_are_not_divergence(tmp_path: Path, values):
     a = _run(tmp_path, _hf_losses(values))
     assert not [f for f in a.diagnosis.findings if f.code == "DIV001"]
+
+
+# -- nothing to train ------------------------------------------------------------------------------------------
+
+PEFT_FROZEN = "trainable params: 0 || all params: 1,066,493,952 || trainable%: 0.0 \n"  # huggingface/peft#1410
+PEFT_OK = "trainable params: 1,179,648 || all params: 1,066,493,952 || trainable%: 0.11060990995662018  \n"  # same thread
+
+
+def test_zero_trainable_parameters_then_training_is_gradientless(tmp_path: Path):
+    a = _run(tmp_path, PEFT_FROZEN + _hf_losses([2.31, 2.30, 2.31, 2.32], lr=2e-4))
+    ev = a.run.events_of("no_trainable_params")
+    assert ev and ev[0].data["all_params"] == 1066493952
+    assert _verdict(a) == ("failed", "gradientless_params")
+
+
+def test_zero_trainable_parameters_without_training_is_only_a_warning(tmp_path: Path):
+    a = _run(tmp_path, PEFT_FROZEN + "Input: hello\n")  # an inference script prints the same line
+    grad = [f for f in a.diagnosis.findings if f.code == "GRAD001"]
+    assert grad and grad[0].severity == "warning"
+    assert a.diagnosis.verdict.status != "failed"
+
+
+def test_trainable_parameters_and_keras_non_trainable_zero_are_not_frozen(tmp_path: Path):
+    a = _run(tmp_path, PEFT_OK + "Total params: 1,000\nTrainable params: 1,000\nNon-trainable params: 0\n"
+             + _hf_losses([2.31, 2.1, 1.9, 1.7], lr=2e-4))
+    assert not a.run.events_of("no_trainable_params")
+    assert a.diagnosis.verdict.status == "healthy"
+
+
+def test_grad_scaler_without_inf_checks_is_gradientless_not_a_crash(tmp_path: Path):
+    # torch/amp/grad_scaler.py GradScaler.step: assert len(optimizer_state["found_inf_per_device"]) > 0,
+    # "No inf checks were recorded for this optimizer." (no parameter of the optimizer had a .grad)
+    a = _run(tmp_path, "Traceback (most recent call last):\n  File \"train.py\", line 88, in <module>\n"
+                       "    scaler.step(optimizer)\nAssertionError: No inf checks were recorded for this optimizer.\n")
+    assert _verdict(a) == ("failed", "gradientless_params")
+    assert not [f for f in a.diagnosis.findings if f.code == "CRASH001" and f.severity == "error"]

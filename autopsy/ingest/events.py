@@ -27,7 +27,7 @@ EVENT_KINDS = (
     "tokenization_mismatch", "response_key_missing", "padding_free_warning", "flash_attn_warning",
     "nan_stop", "oom", "bf16_unsupported", "prompt_fills_max_length", "index_out_of_range",
     "cudnn_sdpa_warning", "ddp_unused_params", "unscale_fp16", "gemma_eager_warning", "loss_watchdog",
-    "empty_tensor_load", "nan_input", "labels_masked", "warning", "error",
+    "empty_tensor_load", "nan_input", "labels_masked", "no_trainable_params", "warning", "error",
 )
 
 #: events kept per kind from the start of the log: enough to show how a sequence began
@@ -76,6 +76,16 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("no_grad_fn", re.compile(r"element (\d+) of tensors does not require grad"), lambda m: {"element": int(m[1])}),
     ("no_grad_fn", re.compile(r"does not require grad and does not have a grad_fn"), lambda m: {}),
     ("no_grad_fn", re.compile(r"parameter has no gradients?"), lambda m: {"variant": "parameter_has_no_gradients"}),
+    # nothing to train: PEFT print_trainable_parameters "trainable params: 0 || all params: 7,655,986,688 || ...",
+    # Keras model.summary() "Trainable params: 0" (not its "Non-trainable params: 0"), Lightning's ModelSummary
+    # "0         Trainable params"; torch GradScaler.step's "No inf checks were recorded for this optimizer" (no
+    # parameter of the optimizer had a gradient)
+    ("no_trainable_params", re.compile(r"(?<![Nn]on-)\b[Tt]rainable params:\s*0(?![\d.,])(?:[^\n]*?\|\|\s*all params:\s*"
+                                       r"([\d,]+))?"),
+     lambda m: {"all_params": int(m[1].replace(",", "")) if m[1] else None}),
+    ("no_trainable_params", re.compile(r"^\s*0\s+Trainable params\b"), lambda m: {"all_params": None}),
+    ("no_trainable_params", re.compile(r"No inf checks were recorded for this optimizer"),
+     lambda m: {"variant": "grad_scaler_no_inf_checks"}),
     ("tokenization_mismatch", re.compile(r"tokenization mismatch: (\d+) vs\.? (\d+)"), lambda m: {"a": int(m[1]), "b": int(m[2])}),
     # TRL DataCollatorForCompletionOnlyLM: "Could not find response key `...` in the following instance: <the decoded
     # instance, often many lines>. This instance will be ignored in loss calculation." (a paste may keep only the tail)
@@ -131,7 +141,7 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
 ]
 
 #: kinds that are warnings/notices about the setup: worth one event per distinct text
-_WARNINGISH = {"padding_free_warning", "flash_attn_warning", "gemma_eager_warning", "cudnn_sdpa_warning",
+_WARNINGISH = {"no_trainable_params", "padding_free_warning", "flash_attn_warning", "gemma_eager_warning", "cudnn_sdpa_warning",
                "lr_before_step", "no_grad_inputs", "response_key_missing", "labels_masked", "prompt_fills_max_length",
                "unscale_fp16", "warning", "error"}
 
@@ -154,7 +164,7 @@ TRIGGERS = (
     "labels in your dataset", "OOM when", "RESOURCE_EXHAUSTED", "srcIndex", "Assertion", "index out of range",
     "indexSelect", "device-side assert", "can't allocate", "grad_scale is too small", "grad scale is too small",
     "Loss became", "Invalid loss", "Monitored metric", "The gradients at all", "Nan in summary",
-    "ignored in loss calculation",
+    "ignored in loss calculation", "rainable params", "No inf checks",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the
