@@ -529,3 +529,25 @@ def test_grad_scaler_without_inf_checks_is_gradientless_not_a_crash(tmp_path: Pa
                        "    scaler.step(optimizer)\nAssertionError: No inf checks were recorded for this optimizer.\n")
     assert _verdict(a) == ("failed", "gradientless_params")
     assert not [f for f in a.diagnosis.findings if f.code == "CRASH001" and f.severity == "error"]
+
+
+def test_paddledetection_static_lines_with_quoted_values_are_read(tmp_path: Path):
+    # https://github.com/PaddlePaddle/PaddleDetection/issues/1946 (EfficientDet, 8-GPU LR on 1 GPU)
+    log = ("2020-12-22 07:57:49,194-INFO: iter: 0, lr: 0.001000, 'loss_cls': '1.144142', 'loss_bbox': '0.012837', "
+           "'loss': '1.785993', eta: 0:13:17, batch_cost: 0.00797 sec, ips: 250.91553 images/sec\n"
+           "2020-12-22 08:06:04,634-INFO: iter: 1340, lr: 0.019991, 'loss_cls': '0.712402', 'loss_bbox': '0.010561', "
+           "'loss': '1.215312', eta: 11:56:02, batch_cost: 0.43546 sec, ips: 4.59280 images/sec\n"
+           "2020-12-22 08:09:37,999-INFO: iter: 1860, lr: 0.019983, 'loss_cls': 'nan', 'loss_bbox': 'nan', 'loss': 'nan', "
+           "eta: 13:18:26, batch_cost: 0.48815 sec, ips: 4.09711 images/sec\n")
+    a = _run(tmp_path, log)
+    loss = a.run.series("loss")
+    assert list(loss["step"]) == [0, 1340, 1860] and math.isnan(float(loss["value"].iloc[-1]))
+    assert list(a.run.series("loss_cls")["value"])[:2] == [1.144142, 0.712402]
+    assert a.diagnosis.verdict.status == "failed"
+
+
+def test_accelerate_bf16_refusal_is_unsupported_hardware(tmp_path: Path):
+    # https://github.com/Linaqruf/kohya-trainer/issues/246 (accelerate on a T4/V100 with mixed_precision = "bf16")
+    a = _run(tmp_path, "ValueError: bf16 mixed precision requires PyTorch >= 1.10 and a supported device.\n",
+             'mixed_precision = "bf16"\n')
+    assert _verdict(a) == ("failed", "bf16_unsupported_hardware")

@@ -462,9 +462,10 @@ def parse_lightning(text: bytes, first_line: int, st: StepState, out: Collector,
 _GENERIC_COUNTER = re.compile(
     rb"(?:S(?<!\wS)(?:tep|TEP)|s(?<!\ws)tep|I(?<!\wI)(?:ter|TER|teration|ters)|i(?<!\wi)(?:ter|teration|ters)|"
     rb"g(?<!\wg)lobal_step)\b\s*[:=#]?\s*\[?\s*(\d+)(?:\s*/\s*\d+)?\]?")
+#: (a key and its value may be quoted: PaddleDetection's static trainer prints ``'loss_cls': '1.144142'``)
 _GENERIC_PAIR = re.compile(
     rb"(?<![\w/.-])(?:((?:train|val|valid|eval|test|lm) [A-Za-z][\w/.-]{0,20})\s*(?:[:=]\s*|\s)|"
-    rb"([A-Za-z][\w/.-]{0,40} [A-Za-z][\w/.-]{0,20})\s*[:=]\s*|([A-Za-z][\w/.-]{0,40})\s*(?:[:=]\s*|\s))"
+    rb"([A-Za-z][\w/.-]{0,40} [A-Za-z][\w/.-]{0,20})\s*[:=]\s*|([A-Za-z][\w/.-]{0,40})'?\s*(?:[:=]\s*'?|\s))"
     rb"(" + NUM + rb")(?![\w.])")
 
 
