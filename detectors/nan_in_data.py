@@ -27,6 +27,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+import numpy as np
+
 from autopsy.model import Finding, Run
 from detectors._common import (
     FP16_MAX,
@@ -75,7 +77,55 @@ def detect(run: Run) -> Iterable[Finding]:
     if warned is not None or calm is not None:
         yield warned or calm
     else:
-        yield from _named_input_nan(run)
+        yield from list(_named_input_nan(run)) or _one_term_nan(run)
+
+
+#: metrics that are not loss terms (rates, norms, timings, throughput, accuracy, counters)
+NOT_A_TERM = re.compile(r"(?i)^(?:loss|total_loss|eval_.*|val_.*|test_.*)$|lr|learning_rate|grad|norm|time|cost|eta|mem|"
+                        r"ips|epoch|acc|speed|token|sample|throughput|scale|step|iter|fg|bg")
+#: a term non-finite at this many logs with the other terms finite beside it, the later one after the first
+MIN_PARTIAL_LOGS = 2
+
+
+def _one_term_nan(run: Run) -> list[Finding]:
+    """One loss term is non-finite at several logs while the other terms of the same logs stay finite: the weights are
+    sound (the other heads still compute), so the NaN is made by that term's inputs on some samples (a zero-width box
+    in a log-space box encoding, an empty target), not by the optimisation, which would break every term."""
+    onset = nonfinite_onset(run)
+    if onset is None:
+        return []
+    terms = {m: points(run, m) for m in run.metrics() if not NOT_A_TERM.search(m)}
+    terms = {m: p for m, p in terms.items() if len(p)}
+    for name, pts in terms.items():
+        bad_steps = pts.steps[~pts.finite]
+        partial = []
+        for st in bad_steps.tolist():
+            others = [m for m, p in terms.items() if m != name and (p.steps == st).any()
+                      and bool(p.finite[p.steps == st].all())]
+            if others:
+                partial.append((st, others))
+        if len(partial) < MIN_PARTIAL_LOGS:
+            continue
+        (s0, others0), (s1, _) = partial[0], partial[-1]
+        p0 = pts[int(np.flatnonzero(pts.steps == s0)[0])]
+        box = re.search(r"(?i)box|bbox|reg|iou|loc", name) is not None
+        return [Finding(
+            code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.6,
+            title=f"Only {name} goes non-finite (steps {s0}..{s1}); {', '.join(others0[:3])} stay finite",
+            message=(f"{name} is non-finite at {len(partial)} logs from step {s0} while {', '.join(others0[:4])} at the "
+                     "same logs are finite: the shared weights still compute, so the NaN comes from that term's inputs "
+                     "on some samples" + (" (a box with zero or negative width/height, whose log-space regression target "
+                                          "is -inf or NaN)" if box else "") + "."),
+            first_step=s0, evidence=[p0.evidence(f"{name} = {fmt(p0.value)} at step {s0} while {', '.join(others0[:4])} "
+                                                 "are finite"), onset.evidence],
+            basis="inferred", symptom="nonfinite_loss",
+            remedies=[("Validate the annotations: drop boxes with x2 <= x1 or y2 <= y1 (after resizing/flipping too) and "
+                       "images without boxes." if box else
+                       f"Check the inputs of {name} on the batches of those steps (empty targets, zero denominators)."),
+                      "Filter NaN/Inf/empty samples at data preparation; skip non-finite batches in the loop and log their "
+                      "indices."],
+        )]
+    return []
 
 
 def _named_input_nan(run: Run) -> Iterable[Finding]:

@@ -551,3 +551,40 @@ def test_accelerate_bf16_refusal_is_unsupported_hardware(tmp_path: Path):
     a = _run(tmp_path, "ValueError: bf16 mixed precision requires PyTorch >= 1.10 and a supported device.\n",
              'mixed_precision = "bf16"\n')
     assert _verdict(a) == ("failed", "bf16_unsupported_hardware")
+
+
+FRCNN = (  # https://github.com/jwyang/faster-rcnn.pytorch/issues/562 (custom VOC data with degenerate boxes)
+    "Loading pretrained weights from data/pretrained_model/resnet101_caffe.pth\n"
+    "[session 1][epoch  1][iter    0/2892] loss: 2.0858, lr: 1.00e-04\n"
+    "                        fg/bg=(10/118), time cost: 0.233441\n"
+    "                        rpn_cls: 0.7161, rpn_box: 0.0311, rcnn_cls: 1.1516, rcnn_box 0.1871\n"
+    "[session 1][epoch  1][iter  100/2892] loss: nan, lr: 1.00e-04\n"
+    "                        fg/bg=(7/121), time cost: 19.324604\n"
+    "                        rpn_cls: 0.6902, rpn_box: nan, rcnn_cls: 0.2591, rcnn_box 0.0000\n"
+    "[session 1][epoch  1][iter  200/2892] loss: nan, lr: 1.00e-04\n"
+    "                        fg/bg=(128/0), time cost: 19.772832\n"
+    "                        rpn_cls: 0.6851, rpn_box: nan, rcnn_cls: 1.0205, rcnn_box 0.0000\n")
+
+
+def test_indented_detail_lines_take_the_counter_line_step(tmp_path: Path):
+    a = _run(tmp_path, FRCNN)
+    box = a.run.series("rpn_box")
+    assert list(box["step"]) == [0, 100, 200] and math.isnan(float(box["value"].iloc[1]))
+    assert list(a.run.series("rcnn_cls")["value"]) == [1.1516, 0.2591, 1.0205]
+
+
+def test_one_loss_term_nan_while_the_others_compute_is_the_data(tmp_path: Path):
+    a = _run(tmp_path, FRCNN)
+    assert _verdict(a) == ("failed", "nan_in_data")
+    data = [f for f in a.diagnosis.findings if f.code == "DATA001"]
+    assert data[0].title.startswith("Only rpn_box goes non-finite") and "box" in data[0].remedies[0]
+
+
+def test_every_term_nan_after_the_first_says_nothing_about_the_data(tmp_path: Path):
+    # https://github.com/YunYang1994/TensorFlow2.0-Examples/issues/8: giou_loss NaN first, then every term (weights gone)
+    log = ("=> STEP  748   lr: 0.000598   giou_loss: 2.10   conf_loss: 6.18   prob_loss: 0.03   total_loss: 8.31\n"
+           "=> STEP  749   lr: 0.000599   giou_loss: 2.54   conf_loss: 6.51   prob_loss: 0.02   total_loss: 9.07\n"
+           "=> STEP  750   lr: 0.000600   giou_loss:  nan   conf_loss: 10.89   prob_loss: 0.06   total_loss:  nan\n"
+           "=> STEP  751   lr: 0.000601   giou_loss:  nan   conf_loss:  nan   prob_loss:  nan   total_loss:  nan\n")
+    a = _run(tmp_path, log)
+    assert not [f for f in a.diagnosis.findings if f.code == "DATA001"]

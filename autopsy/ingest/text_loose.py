@@ -25,6 +25,8 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
+import numpy as np
+
 from autopsy.ingest.text_metrics import NUM, Collector, Lines, StepMarks, StepState, Used, line_end, line_start
 
 # -- HF log_metrics block --------------------------------------------------------------------------
@@ -276,7 +278,7 @@ def parse_multiline_dicts(text: bytes, first_line: int, st: StepState, out: Coll
 # -- a line of nothing but metric pairs (a pasted summary, one print of a dict-less loop) -----------------
 
 #: ``key: number`` with a metric-like key (``completions/clipped_ratio``, ``reward_std``, ``loss``)
-_KV = re.compile(rb"([A-Za-z][\w/.@-]{0,80})[ \t]*[:=][ \t]*(" + NUM + rb")(?![\w.])")
+_KV = re.compile(rb"([A-Za-z][\w/.@-]{0,80})(?:[ \t]*[:=][ \t]*|[ \t]+)(" + NUM + rb")(?![\w.])")
 #: what may stand between two pairs of such a line
 _KV_SEP = re.compile(rb"[ \t,;|]*(?:-[ \t]+)?[ \t,;|]*\Z")
 #: a record line holds at least this many pairs, and nothing else
@@ -284,6 +286,9 @@ MIN_RECORD_PAIRS = 3
 #: one of them names a training signal (the rest may be anything: reward_std, frac_reward_zero_std, acc)
 _SIGNAL_KEY = re.compile(r"(?i)loss|norm|reward")
 _RECORD_STEP_KEYS = {"step", "global_step", "iter", "iteration", "current_steps"}
+#: a record this few lines under a line another parser gave a step continues it (faster-rcnn.pytorch prints
+#: ``[session 1][epoch  1][iter  100/2892] loss: nan, lr: 1.00e-04`` then its loss terms two lines below)
+CONTINUATION_LINES = 3
 _RECORD_SKIP_KEYS = {"epoch", "total_steps", "time", "eta"}
 
 
@@ -308,17 +313,19 @@ def parse_pair_records(text: bytes, first_line: int, st: StepState, out: Collect
     structure enough to be a record even once, unlike a loss mentioned in prose. Lines that follow each other with
     no key in common are one record (a summary wrapped over two lines); a repeated key starts the next step. The
     step is the record's own ``step``/``iter`` pair, else the next after the last step seen (inferred)."""
-    starts = sorted({line_start(text, c.start()) for lit, rx in _RECORD_CORES if lit in text
-                     for c in rx.finditer(text)})
-    if not starts:
+    starts = {line_start(text, c.start()) for lit, rx in _RECORD_CORES if lit in text for c in rx.finditer(text)}
+    indented = {m.start() + 1 for m in _INDENTED_PAIR.finditer(text)} if steps else set()
+    if not starts and not indented:
         return
+    mark_pos, mark_step = steps.arrays() if steps else (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     rows: dict[int, tuple[int, list[tuple[str, float]]]] = {}
-    for ls in starts:
+    for ls in sorted(starts | indented):
         le = line_end(text, ls)
         if ls in rows or le - ls > MAX_LOOSE_LINE or used.covers(ls, le):
             continue
-        pairs = _record_pairs(text[ls:le].rstrip(b"\r"))
-        if pairs is None:
+        # an indented line of pairs naming no loss is read only as the detail lines of a counter line just above
+        pairs = _record_pairs(text[ls:le].rstrip(b"\r"), ls in starts)
+        if pairs is None or (ls not in starts and _mark_above(text, ls, mark_pos) is None):
             continue
         rows[ls] = (le, pairs)
         _neighbours(text, ls, le, rows, used)
@@ -329,6 +336,10 @@ def parse_pair_records(text: bytes, first_line: int, st: StepState, out: Collect
         own = next((int(v) for k, v in pairs if k.lower() in _RECORD_STEP_KEYS and v == v and 0 <= v < 2 ** 62), None)
         names = {k for k, _ in pairs}
         joined = ls == prev_end + 1 and not names & keys and own is None
+        indent = text[ls:ls + 1] in (b" ", b"\t")
+        i = _mark_above(text, ls, mark_pos) if own is None and not joined and indent else None
+        if i is not None:
+            own = int(mark_step[i])  # the detail lines under a counter line: that line's step
         if not joined:
             if own is not None:
                 step = own
@@ -345,6 +356,18 @@ def parse_pair_records(text: bytes, first_line: int, st: StepState, out: Collect
         used.add(ls)
         st.last_step = step
         prev_end = le
+
+
+def _mark_above(text: bytes, ls: int, mark_pos: np.ndarray) -> int | None:
+    """The index of the step mark at most CONTINUATION_LINES lines above ``ls``, or None."""
+    i = int(np.searchsorted(mark_pos, ls)) - 1
+    if i >= 0 and text.count(b"\n", int(mark_pos[i]), ls) <= CONTINUATION_LINES:
+        return i
+    return None
+
+
+#: an indented ``key: number`` line (a candidate detail line under a counter line)
+_INDENTED_PAIR = re.compile(rb"\n[ \t]+[A-Za-z][\w/.@-]{0,80}[ \t]*[:=][ \t]*[-+.\dnNiI]")
 
 
 def _neighbours(text: bytes, ls: int, le: int, rows: dict, used: Used) -> None:
