@@ -31,8 +31,10 @@ CASES = [
     # the capitalised "Val loss" is the eval loss, not a second loss point
     ("mlx_lm_18.txt", {"loss": [(5, 3.361), (10, 2.669), (15, 2.53)],
                        "eval_loss": [(1, 3.77), (5, 3.044), (10, 2.526), (15, 2.368)]}, ()),
-    # anthonix/llm.c#2: llm.c's CUDA trainer "step   10/74 | loss     nan (+nanz)| norm    nan (+nanz)| lr ..."
-    ("llmc_anthonix_2.txt", {"loss": [(10, NAN), (11, NAN), (12, NAN), (19, NAN), (20, NAN)]}, ("eval_train_loss",)),
+    # anthonix/llm.c#2: llm.c's CUDA trainer "step   10/74 | loss     nan (+nanz)| norm    nan (+nanz)| lr ...", then
+    # its step-less "val loss nan" (the model after the last printed step)
+    ("llmc_anthonix_2.txt", {"loss": [(10, NAN), (11, NAN), (12, NAN), (19, NAN), (20, NAN)], "eval_loss": [(20, NAN)]},
+     ("eval_train_loss",)),
     # keras-team/keras#20568: a Keras 3 row (the "━" bar, an ETA without "ETA:") between UserWarnings, glued to a
     # closing backtick of the comment's inline code
     ("keras3_20568.txt", {"loss": [(115, 0.0234)], "iou": [(115, NAN)]}, ()),
