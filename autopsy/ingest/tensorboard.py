@@ -19,6 +19,7 @@ import json
 import mmap
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -485,12 +486,9 @@ def _report(data: EventData, rel: str, builder: RunBuilder) -> None:
                         f"{off}); they were skipped", "partial")
 
 
-def _holds_event_file(d: os.PathLike[str]) -> bool:
+def _holds_event_file(d: Path) -> bool:
     """An event file in ``d`` or one level below it (a lower rank's sibling directory)."""
-    from pathlib import Path
-
-    base = Path(d)
-    return any(True for _ in base.glob("events.out.tfevents.*")) or any(True for _ in base.glob("*/events.out.tfevents.*"))
+    return any(next(d.glob(pattern), None) is not None for pattern in ("events.out.tfevents.*", "*/events.out.tfevents.*"))
 
 
 def read_tfevents(found: Found, builder: RunBuilder) -> None:

@@ -20,7 +20,8 @@ frameworks' sources:
 - torchtune recipes' bar description ``1|25|Loss: 1.2345`` (epoch|global_step|Loss)
 - Keras ``Progbar``: ``Epoch 3/10`` then ``100/100 [====] - 2s 20ms/step - loss: 0.69 - val_loss: nan``
   (Keras 3 draws the bar with ``━``)
-- tqdm bars with a ``key=value`` postfix (OpenRLHF ``Train step of epoch 0: ...| 10/100 [..., policy_loss=0.1, kl=0.01]``)
+- tqdm bars with a ``key=value`` postfix (OpenRLHF ``Train step of epoch 0: ...| 10/100 [..., gpt_loss=0.1, lr=1e-5]``,
+  PPO ``Episode [1/2]: ...| 5/10 [..., policy_loss=0.1]`` and ``Train epoch [1/1]: ...| 2/2 [..., pg=0.16, rm=0.39]``)
 - YOLO (ultralytics) console rows under ``Epoch GPU_mem box_loss cls_loss dfl_loss Instances Size``
 - JSON metric records inside a text log (LLaMA-Factory ``trainer_log.jsonl`` lines pasted into an issue)
 """
@@ -476,7 +477,7 @@ def parse_tqdm_postfix(text: bytes, first_line: int, st: StepState, out: Collect
             step = (int(episode[1]) - 1) * total + n
             st.ppo_episodes = True  # type: ignore[attr-defined]
         elif _PPO_INNER_DESC.search(desc):
-            step = _ppo_inner_step(st, n, total)
+            step = _ppo_inner_step(st, n, total, frozenset(k for k, _ in pairs))
             if step is None:
                 continue
         else:
@@ -490,18 +491,20 @@ def parse_tqdm_postfix(text: bytes, first_line: int, st: StepState, out: Collect
         _mark(st, steps, used, pos, step)
 
 
-def _ppo_inner_step(st: StepState, n: int, total: int) -> int | None:
+def _ppo_inner_step(st: StepState, n: int, total: int, keys: frozenset[str]) -> int | None:
     """Step of an OpenRLHF ``Train epoch [e/E]`` bar: the bar restarts at every PPO update, so its updates are
     numbered in order (a counter lower than the last one opens the next update) and step = update * total + n,
-    a micro-batch timeline. None once the ``Episode [e/E]`` bars gave the updates their own steps (the same
-    losses, one per update)."""
+    a micro-batch timeline. The actor's and the critic's bars (other postfix keys, other Ray actors, their
+    lines interleaved) are numbered apart. None once the ``Episode [e/E]`` bars gave the updates their own
+    steps (the same losses, one per update)."""
     if getattr(st, "ppo_episodes", False):
         return None
-    last = getattr(st, "ppo_inner_last", None)
-    update = getattr(st, "ppo_inner_update", 0)
+    bars: dict[frozenset[str], tuple[int, int]] = getattr(st, "ppo_inner", None) or {}
+    last, update = bars.get(keys, (None, 0))
     if last is not None and n < last:
         update += 1
-    st.ppo_inner_last, st.ppo_inner_update = n, update  # type: ignore[attr-defined]
+    bars[keys] = (n, update)
+    st.ppo_inner = bars  # type: ignore[attr-defined]
     return update * total + n
 
 
