@@ -327,6 +327,42 @@ def test_torchrun_tee_console_keeps_the_rank(tmp_path: Path, console: str):
     assert "loss is nan on rank 1 at step 5" in tbs[0].message and "ChildFailedError" in tbs[1].message
 
 
+def _write_rank_events(d: Path, rank: int, nan_at: int | None = None) -> None:
+    """One rank's TensorBoard dir as a per-rank SummaryWriter writes it (torchrun loops that log on every rank)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    w = SummaryWriter(log_dir=str(d))
+    for s in range(1, 5):
+        w.add_scalar("train/loss", math.nan if nan_at is not None and s >= nan_at else 2.0 - s / 4, s)  # exact in f32
+        w.add_scalar("train/grad_norm", 1.0 + rank, s)
+    w.close()
+
+
+@pytest.mark.parametrize("layout", ["runs/rank{r}", "logs/rank_{r}/train", "tb/worker{r}"])
+def test_per_rank_tensorboard_dirs_keep_their_rank(tmp_path: Path, layout: str):
+    """``runs/rank0/events...`` beside ``runs/rank1/events...``: rank 1's scalars are ``loss@rank1``, so its NaN
+    is not mixed into (or de-duplicated against) rank 0's series, as for text logs."""
+    for r in (0, 1):
+        _write_rank_events(tmp_path / layout.format(r=r), r, nan_at=3 if r == 1 else None)
+    run, _ = read_run(tmp_path, with_checkpoints=False)
+    assert series(run, "loss") == [(1, 1.75), (2, 1.5), (3, 1.25), (4, 1.0)]
+    got = series(run, "loss@rank1")
+    assert got[:2] == [(1, 1.75), (2, 1.5)] and len(got) == 4 and all(math.isnan(v) for _, v in got[2:])
+    assert {v for _, v in series(run, "grad_norm@rank1")} == {2.0}
+    assert not run.has_metric("grad_norm@rank0") and {v for _, v in series(run, "grad_norm")} == {1.0}
+
+
+def test_a_lone_rank_tensorboard_dir_is_the_run(tmp_path: Path):
+    """Only ``rank3/`` was copied (no lower rank beside it): its scalars are the run's series, unsuffixed; an event
+    dir named otherwise (``runs/Nov23_host``) is untouched."""
+    _write_rank_events(tmp_path / "runs" / "rank3", 3)
+    _write_rank_events(tmp_path / "other" / "Nov23_16-02-00_host", 0)
+    run, _ = read_run(tmp_path / "runs", with_checkpoints=False)
+    assert len(series(run, "loss")) == 4 and not run.has_metric("loss@rank3")
+    run, _ = read_run(tmp_path / "other", with_checkpoints=False)
+    assert len(series(run, "loss")) == 4
+
+
 def test_rank_directories_and_rank_fields_in_structured_files(tmp_path: Path):
     for r in (0, 3):
         d = tmp_path / f"rank_{r}"

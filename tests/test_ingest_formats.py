@@ -109,7 +109,7 @@ CASES = [
      "step 250: train loss 1.9612, val loss 2.0724\n"
      "iter 250: loss 1.9801, time 132.03ms, mfu 7.43%\n"
      "iter 260: loss nan, time 131.77ms, mfu 7.44%\n",
-     {"loss": [(250, 1.9612), (250, 1.9801), (260, NAN)], "eval_loss": [(250, 2.0724)]}),
+     {"loss": [(250, 1.9801), (260, NAN)], "eval_train_loss": [(250, 1.9612)], "eval_loss": [(250, 2.0724)]}),
     ("keras",  # keras/src/utils/progbar.py (TF2 "[===]" bar and Keras 3 "━" bar)
      "Epoch 1/2\n100/100 [==============================] - 2s 20ms/step - loss: 0.6931 - accuracy: 0.5000 - "
      "val_loss: 0.6900 - val_accuracy: 0.5100\nEpoch 2/2\n"
@@ -119,6 +119,27 @@ CASES = [
      "Train step of epoch 0:  10%|\u2588         | 10/100 [00:20<03:00,  2.00s/it, gpt_loss=1.23, loss_mean=1.30, lr=1e-5]\n"
      "Train step of epoch 0:  20%|\u2588\u2588        | 20/100 [00:40<02:40,  2.00s/it, gpt_loss=nan, loss_mean=nan, lr=1e-5]\n",
      {"loss": [(10, 1.23), (20, NAN)], "learning_rate": [(10, 1e-5), (20, 1e-5)]}),
+    ("openrlhf ppo actor bars (2023-10..2025-04)",  # openrlhf/trainer/ray/ppo_actor.py: pbar.set_postfix(short_status)
+     # with short_status = {"pg", "rm", "ret", "glen", "tlen", "kl", "act_lr"}; the bar restarts at every PPO update
+     "Train epoch [1/1]:  50%|\u2588\u2588\u2588\u2588\u2588     | 1/2 [00:02<00:02,  2.10s/it, pg=-0.0889, rm=0.411, ret=0.0884, "
+     "glen=104, tlen=264, kl=0, act_lr=1.74e-6]\n"
+     "Train epoch [1/1]: 100%|\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588| 2/2 [00:03<00:00,  1.80s/it, pg=0.161, rm=0.396, "
+     "ret=-0.0884, glen=126, tlen=287, kl=0.0244, act_lr=1.1e-6]\n"
+     "Train epoch [1/1]:  50%|\u2588\u2588\u2588\u2588\u2588     | 1/2 [00:02<00:02,  2.10s/it, pg=nan, rm=0, ret=0, glen=2048, "
+     "tlen=2200, kl=nan, act_lr=1.1e-6]\n",
+     {"loss": [(1, -0.0889), (2, 0.161), (3, NAN)], "reward": [(1, 0.411), (2, 0.396), (3, 0.0)],
+      "learning_rate": [(1, 1.74e-6), (2, 1.1e-6), (3, 1.1e-6)]}),
+    ("openrlhf ppo actor bar (2025-04..)",  # short_status = {"act_loss", "reward", "return", "gen_len", ...}
+     "Train epoch [1/1]: 100%|\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588| 4/4 [00:10<00:00,  2.50s/it, act_loss=nan, reward=0, "
+     "return=0, gen_len=512, tot_len=640, kl=nan, act_lr=3e-7]\n",
+     {"loss": [(4, NAN)], "learning_rate": [(4, 3e-7)]}),
+    ("openrlhf episode bar",  # openrlhf/trainer/ppo_trainer.py: Episode [e/E] bar, pbar.set_postfix(status) per update
+     "Episode [1/2]:  50%|\u2588\u2588\u2588\u2588\u2588     | 5/10 [05:00<05:00, 60.00s/it, policy_loss=0.12, kl=0.01, reward=0.5, "
+     "actor_lr=1e-6]\n"
+     "Episode [2/2]:  10%|\u2588         | 1/10 [01:00<09:00, 60.00s/it, policy_loss=nan, kl=nan, reward=0, actor_lr=1e-6]\n"
+     "Train epoch [1/1]: 100%|\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588| 2/2 [00:03<00:00,  1.80s/it, pg=nan, rm=0, "
+     "ret=0, glen=2048, tlen=2200, kl=nan, act_lr=1e-6]\n",
+     {"loss": [(5, 0.12), (11, NAN)], "reward": [(5, 0.5), (11, 0.0)]}),
     ("nemo lightning bar",  # NeMo (Lightning progress bar; the trainer's global_step is in the postfix)
      "Epoch 0: :   1%|          | 10/1000 [00:30<49:30, reduced_train_loss=2.310, global_step=9.000, "
      "consumed_samples=320.0, train_step_timing in s=2.95]\n"

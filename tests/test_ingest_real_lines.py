@@ -19,12 +19,25 @@ NAN, INF = math.nan, math.inf
 # (fixture, {metric: exact [(step, value), ...]}, metrics that must NOT appear)
 CASES = [
     # karpathy/nanoGPT#215: timestamped, Markdown-quoted ("> "), the loss turns NaN at iter 3010
-    ("nanogpt_215.txt", {"loss": [(2990, 3.8853), (3000, 4.039), (3000, 4.249), (3010, NAN), (3020, NAN), (3030, NAN)],
-                         "eval_loss": [(3000, 4.0427)], "mfu": [(2990, 15.34), (3000, 13.85), (3010, 14.12),
-                                                                (3020, 14.36), (3030, 14.58)]}, ()),
-    # karpathy/nanoGPT#178: the first iter prints mfu -100.00%
-    ("nanogpt_178.txt", {"loss": [(0, 4.2648), (10, 3.2202), (20, 2.7697), (230, 1.7159), (240, 1.6524), (250, 1.544)],
-                         "eval_loss": [(250, 1.722)]}, ()),
+    # the eval line "step 3000: train loss 4.0390, val loss 4.0427" (estimate_loss over eval_iters batches) is kept
+    # apart from the per-iteration "iter 3000: loss 4.2490" of the same step
+    ("nanogpt_215.txt", {"loss": [(2990, 3.8853), (3000, 4.249), (3010, NAN), (3020, NAN), (3030, NAN)],
+                         "eval_train_loss": [(3000, 4.039)], "eval_loss": [(3000, 4.0427)],
+                         "mfu": [(2990, 15.34), (3000, 13.85), (3010, 14.12), (3020, 14.36), (3030, 14.58)]}, ()),
+    # karpathy/nanoGPT#178: the first iter prints mfu -100.00%; the eval line at 250 is not a loss point
+    ("nanogpt_178.txt", {"loss": [(0, 4.2648), (10, 3.2202), (20, 2.7697), (230, 1.7159), (240, 1.6524)],
+                         "eval_train_loss": [(250, 1.544)], "eval_loss": [(250, 1.722)]}, ()),
+    # ml-explore/mlx-lm#18: mlx_lm.lora prints "Iter N: Val loss X" and "Iter N: Train loss Y" at the same step;
+    # the capitalised "Val loss" is the eval loss, not a second loss point
+    ("mlx_lm_18.txt", {"loss": [(5, 3.361), (10, 2.669), (15, 2.53)],
+                       "eval_loss": [(1, 3.77), (5, 3.044), (10, 2.526), (15, 2.368)]}, ()),
+    # anthonix/llm.c#2: llm.c's CUDA trainer "step   10/74 | loss     nan (+nanz)| norm    nan (+nanz)| lr ...", then
+    # its step-less "val loss nan" (the model after the last printed step)
+    ("llmc_anthonix_2.txt", {"loss": [(10, NAN), (11, NAN), (12, NAN), (19, NAN), (20, NAN)], "eval_loss": [(20, NAN)]},
+     ("eval_train_loss",)),
+    # keras-team/keras#20568: a Keras 3 row (the "━" bar, an ETA without "ETA:") between UserWarnings, glued to a
+    # closing backtick of the comment's inline code
+    ("keras3_20568.txt", {"loss": [(115, 0.0234)], "iou": [(115, NAN)]}, ()),
     # alexander-rakhlin/CNN-for-Sentence-Classification-in-Keras#7: Keras 1 rows ("- 1s -", no "/step"), 0.0000e+00
     ("keras_cnn_sentence_7.txt", {"loss": [(9595, 0.6242), (19190, NAN), (28785, NAN)],
                                   "eval_loss": [(9595, 0.5265), (19190, NAN), (28785, NAN)],
@@ -104,3 +117,11 @@ def test_truncated_wrapped_json_record_is_not_guessed(tmp_path: Path):
     cut = raw[: raw.index(b'"train_lr"')]
     run = read_text(tmp_path, cut)
     assert not run.has_metric("train_loss") and not run.has_metric("train_nll_loss")
+
+
+def test_openrlhf_episode_bars_without_a_postfix_invent_nothing(tmp_path: Path):
+    """OpenRLHF/OpenRLHF#350: Ray-prefixed ``Episode [1/1]`` and vLLM ``Processed prompts`` bars carry no metric;
+    no loss or step series is made up from their counters, and the file is still read."""
+    run = read_text(tmp_path, (REAL / "openrlhf_350.txt").read_bytes())
+    assert run.metrics() == [] or not any(m.startswith(("loss", "reward")) for m in run.metrics())
+    assert all(a.status in ("read", "partial") for a in run.artifacts)

@@ -15,6 +15,7 @@ report shows the other ranks' series beside it, where a disagreement is visible.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -85,6 +86,49 @@ def rank_suffix(path: Path) -> str:
     """``@rankN`` for the points of a file that belongs to a rank other than the primary one, else ``""``."""
     r = file_rank(path)
     return f"@rank{r}" if r is not None and r != 0 and lower_rank_sibling(path, r) else ""
+
+
+#: directory levels above a file searched for a per-rank directory (``rank_3/events...``, ``rank_3/train/events...``)
+TREE_RANK_LEVELS = 2
+
+
+def tree_rank(path: Path, levels: int = TREE_RANK_LEVELS) -> tuple[int, Path] | None:
+    """(rank, the rank's directory) of a file inside a per-rank directory up to ``levels`` above it
+    (``runs/rank0/events.out.tfevents...``, ``logs/rank_3/train/events...``, ``tb/worker_1/...``), else None.
+    Files whose names vary per writer (TensorBoard's ``events.out.tfevents.<time>.<host>.<pid>``) carry
+    their rank only in a directory."""
+    d = path.parent
+    for _ in range(levels):
+        r = _dir_rank(d)
+        if r is not None:
+            return r, d
+        if d.parent == d:
+            break
+        d = d.parent
+    return None
+
+
+def lower_rank_tree(rank_dir: Path, rank: int, holds: Callable[[Path], bool]) -> bool:
+    """A sibling directory of a lower rank (``rank_0/`` beside ``rank_3/``) for which ``holds`` is true
+    (it holds the same kind of file), so files under ``rank_dir`` are not the primary rank's."""
+    try:
+        for d in rank_dir.parent.iterdir():
+            if d != rank_dir and d.is_dir():
+                r = _dir_rank(d)
+                if r is not None and r < rank and holds(d):
+                    return True
+    except OSError:
+        return False
+    return False
+
+
+def tree_rank_suffix(path: Path, holds: Callable[[Path], bool]) -> str:
+    """``@rankN`` for a file under a per-rank directory of a rank other than the primary one, else ``""``."""
+    found = tree_rank(path)
+    if found is None:
+        return ""
+    rank, rank_dir = found
+    return f"@rank{rank}" if rank != 0 and lower_rank_tree(rank_dir, rank, holds) else ""
 
 
 def record_rank(value: object) -> int | None:

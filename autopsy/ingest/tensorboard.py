@@ -19,6 +19,7 @@ import json
 import mmap
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ import pandas as pd
 
 from autopsy.discover import Found
 from autopsy.ingest.base import RunBuilder
+from autopsy.ingest.ranks import tree_rank_suffix
 from autopsy.ingest.tfrecord import Bytes, Frames, Malformed, fields, masked_crc32c_many, packed_varints, signed64, walk
 from autopsy.metrics import canonical
 
@@ -484,6 +486,11 @@ def _report(data: EventData, rel: str, builder: RunBuilder) -> None:
                         f"{off}); they were skipped", "partial")
 
 
+def _holds_event_file(d: Path) -> bool:
+    """An event file in ``d`` or one level below it (a lower rank's sibling directory)."""
+    return any(next(d.glob(pattern), None) is not None for pattern in ("events.out.tfevents.*", "*/events.out.tfevents.*"))
+
+
 def read_tfevents(found: Found, builder: RunBuilder) -> None:
     """Read one event file into ``builder`` as its own source; never raises for bad bytes."""
     rel = builder.rel(found.path)
@@ -511,7 +518,11 @@ def read_tfevents(found: Found, builder: RunBuilder) -> None:
         return
     _report(data, rel, builder)
     if len(data.record):
-        builder.scalar_frame(rel, KIND, data.frame())
+        frame = data.frame()
+        suffix = tree_rank_suffix(found.path, _holds_event_file)
+        if suffix:  # one event dir per rank (torchrun/verl/Megatron loops): rank N's points are <metric>@rankN
+            frame["metric"] = frame["metric"] + suffix
+        builder.scalar_frame(rel, KIND, frame)
     _texts_to_facts(data.texts, rel, builder)
     if "hp_metric" in data.tags or "hparams" in data.plugins.values():
         builder.framework("lightning")

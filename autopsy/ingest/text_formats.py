@@ -20,7 +20,8 @@ frameworks' sources:
 - torchtune recipes' bar description ``1|25|Loss: 1.2345`` (epoch|global_step|Loss)
 - Keras ``Progbar``: ``Epoch 3/10`` then ``100/100 [====] - 2s 20ms/step - loss: 0.69 - val_loss: nan``
   (Keras 3 draws the bar with ``━``)
-- tqdm bars with a ``key=value`` postfix (OpenRLHF ``Train step of epoch 0: ...| 10/100 [..., policy_loss=0.1, kl=0.01]``)
+- tqdm bars with a ``key=value`` postfix (OpenRLHF ``Train step of epoch 0: ...| 10/100 [..., gpt_loss=0.1, lr=1e-5]``,
+  PPO ``Episode [1/2]: ...| 5/10 [..., policy_loss=0.1]`` and ``Train epoch [1/1]: ...| 2/2 [..., pg=0.16, rm=0.39]``)
 - YOLO (ultralytics) console rows under ``Epoch GPU_mem box_loss cls_loss dfl_loss Instances Size``
 - JSON metric records inside a text log (LLaMA-Factory ``trainer_log.jsonl`` lines pasted into an issue)
 """
@@ -408,9 +409,21 @@ _TQDM_HEAD = re.compile(rb"%\|[^|\r\n]{0,400}\|\s*(\d+)/(\d+)\s*\[")
 _POST_PAIR = re.compile(rb",\s*([A-Za-z_][\w/.]{0,60})=(" + NUM + rb")(?=,|\s*$)")
 _EPOCH_IN_DESC = re.compile(rb"[Ee]poch[ :]*(\d+)")
 _LIGHTNING_DESC = re.compile(rb"\s*Epoch \d+:\s*$")
-#: OpenRLHF's postfix names -> canonical
+#: OpenRLHF's PPO loop (trainer/ppo_trainer.py): ``Episode [e/E]`` counts the rollouts of episode e (1-based), one
+#: PPO update each, so its counter is the update within the episode
+_EPISODE_DESC = re.compile(rb"Episode \[(\d+)/\d+\]")
+#: OpenRLHF's PPO actor/critic (trainer/ray/ppo_actor.py, ppo_critic.py): ``Train epoch [e/E]`` is drawn anew for
+#: every PPO update and counts its micro-batches, so its counter restarts at each update
+_PPO_INNER_DESC = re.compile(rb"Train epoch \[\d+/\d+\]")
+#: OpenRLHF's postfix names -> canonical. SFT/DPO/RM bars (``gpt_loss``, ``loss_mean``, ``lr``); the PPO actor's short
+#: status: ``pg``/``rm``/``ret``/``glen``/``tlen``/``kl``/``act_lr`` (+``cri``/``vals``/``cri_lr``/``ptx``) from
+#: 2023-10 to 2025-04, then ``act_loss``/``reward``/``return``/``gen_len``/``tot_len``/``kl``/``act_lr``/``grad_norm``
 POSTFIX_KEYS = {"gpt_loss": "loss", "policy_loss": "loss", "actor_lr": "learning_rate", "lr": "learning_rate",
-                "eval_loss": "eval_loss", "reduced_train_loss": "loss", "train_loss": "loss", "val_loss": "eval_loss"}
+                "eval_loss": "eval_loss", "reduced_train_loss": "loss", "train_loss": "loss", "val_loss": "eval_loss",
+                "pg": "loss", "act_loss": "loss", "rm": "reward", "act_lr": "learning_rate", "cri": "critic_loss",
+                "cri_lr": "critic_learning_rate", "ptx": "ptx_loss"}
+#: OpenRLHF's short postfix names of a loss or reward (they hold neither word)
+_SHORT_LOSS_KEYS = ("pg", "rm", "cri", "ptx")
 #: postfix keys that name the trainer's own loss; beside one of them the bar's ``loss`` (Lightning's running
 #: mean, NaN on pipeline stages that do not compute the loss) is kept as ``bar_loss``
 _TRAINER_LOSS_KEYS = ("reduced_train_loss",)
@@ -450,15 +463,23 @@ def parse_tqdm_postfix(text: bytes, first_line: int, st: StepState, out: Collect
         gs = [v for k, v in pairs if k == "global_step"]  # NeMo puts the trainer's step in the postfix
         if not gs and _LIGHTNING_DESC.match(desc.rsplit(b",", 1)[-1]):
             continue  # Lightning's own "Epoch N: 50%|..." bars: parse_lightning
-        if not any("loss" in k or k.startswith("reward") for k, _ in pairs):
+        if not any("loss" in k or k.startswith("reward") or k in _SHORT_LOSS_KEYS for k, _ in pairs):
             continue
         line = lines.at(pos)
+        episode = _EPISODE_DESC.search(desc)
         if gs and not math.isnan(gs[0]):
             step = int(gs[0])
             pairs = [(k, v) for k, v in pairs if k != "global_step"]
             nemo_lines.add(line)
         elif line in nemo_lines or b"global_step=" in text[line_start(text, pos):line_end(text, pos)]:
             continue  # a NeMo redraw cut before its global_step: its step is unknown
+        elif episode:
+            step = (int(episode[1]) - 1) * total + n
+            st.ppo_episodes = True  # type: ignore[attr-defined]
+        elif _PPO_INNER_DESC.search(desc):
+            step = _ppo_inner_step(st, n, total, frozenset(k for k, _ in pairs))
+            if step is None:
+                continue
         else:
             em = _EPOCH_IN_DESC.search(desc)
             step = int(em[1]) * total + n if em else n
@@ -468,6 +489,23 @@ def parse_tqdm_postfix(text: bytes, first_line: int, st: StepState, out: Collect
     for step, (pos, line, pairs) in sorted(best.items(), key=lambda kv: kv[1][0]):
         _add_pairs(out, step, line, pairs, POSTFIX_KEYS)
         _mark(st, steps, used, pos, step)
+
+
+def _ppo_inner_step(st: StepState, n: int, total: int, keys: frozenset[str]) -> int | None:
+    """Step of an OpenRLHF ``Train epoch [e/E]`` bar: the bar restarts at every PPO update, so its updates are
+    numbered in order (a counter lower than the last one opens the next update) and step = update * total + n,
+    a micro-batch timeline. The actor's and the critic's bars (other postfix keys, other Ray actors, their
+    lines interleaved) are numbered apart. None once the ``Episode [e/E]`` bars gave the updates their own
+    steps (the same losses, one per update)."""
+    if getattr(st, "ppo_episodes", False):
+        return None
+    bars: dict[frozenset[str], tuple[int, int]] = getattr(st, "ppo_inner", None) or {}
+    last, update = bars.get(keys, (None, 0))
+    if last is not None and n < last:
+        update += 1
+    bars[keys] = (n, update)
+    st.ppo_inner = bars  # type: ignore[attr-defined]
+    return update * total + n
 
 
 # -- YOLO (ultralytics) console -----------------------------------------------------------------

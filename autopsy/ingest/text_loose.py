@@ -394,9 +394,43 @@ def _neighbours(text: bytes, ls: int, le: int, rows: dict, used: Used) -> None:
 _RECORD_LITERALS = (b"oss", b"orm", b"ard")  # not "lr"/"rate": frequent letters, and a record names a loss too
 _RECORD_CORES = tuple((w, re.compile(w + rb"[ \t]*[:=][ \t]*[-+.\dnNiI]")) for w in _RECORD_LITERALS)
 
+# -- llm.c's step-less "val loss X" -----------------------------------------------------------------
+
+#: llm.c (train_gpt2.py/.cu, train_llama3.py): ``print0(f"val loss {val_loss}")`` / ``printf0("val loss %f\n")``, alone
+#: on its line, printed at the top of the loop before the ``step N/M | ...`` line of the next update
+_VAL_LOSS_LINE = re.compile(rb"(?:\A|\n)val loss (" + NUM + rb")[ \t]*\r?(?=\n|\Z)")
+
+
+def parse_step_less_val_loss(text: bytes, first_line: int, st: StepState, out: Collector,
+                             steps: StepMarks, used: Used) -> None:
+    """The val loss is the model's after the last printed step: it takes the step in force (0 before any)."""
+    if b"val loss " not in text:
+        return
+    lines = Lines(text, first_line)
+    marks = None
+    for m in _VAL_LOSS_LINE.finditer(text):
+        start = m.start() + (text[m.start():m.start() + 1] == b"\n")
+        if used.covers(start, m.end()):
+            continue
+        if marks is None:
+            marks = steps.arrays() if steps else (None, None)
+        pos, stp = marks
+        # before this chunk's first step mark: the step in force when this parser last ran (st.last_step already
+        # holds the end of this chunk)
+        step = getattr(st, "val_loss_prev_step", None) if pos is not None else st.last_step
+        if pos is not None:
+            i = int(np.searchsorted(pos, start, side="right"))
+            if i:
+                step = int(stp[i - 1])
+        out.add(step if step is not None else 0, "val loss", float(m[1]), lines.at(start))
+        out.metric_override["val loss"] = "eval_loss"
+        used.add(start)
+    st.val_loss_prev_step = st.last_step  # type: ignore[attr-defined]
+
 
 #: (parser, letters a chunk needs first), run after every other line parser
 LOOSE_PARSERS = (
+    (parse_step_less_val_loss, (b"valloss",)),
     (parse_hf_metrics_block, (b"metrics",)),
     (parse_multiline_dicts, (b"",)),
     (parse_progress_meter, (b"Epoch",)),

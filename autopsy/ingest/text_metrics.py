@@ -464,7 +464,7 @@ _GENERIC_COUNTER = re.compile(
     rb"g(?<!\wg)lobal_step)\b\s*[:=#]?\s*\[?\s*(\d+)(?:\s*/\s*\d+)?\]?")
 #: (a key and its value may be quoted: PaddleDetection's static trainer prints ``'loss_cls': '1.144142'``)
 _GENERIC_PAIR = re.compile(
-    rb"(?<![\w/.-])(?:((?:train|val|valid|eval|test|lm) [A-Za-z][\w/.-]{0,20})\s*(?:[:=]\s*|\s)|"
+    rb"(?<![\w/.-])(?:((?:[Tt]rain|[Vv]al|[Vv]alid|[Ee]val|[Tt]est|lm) [A-Za-z][\w/.-]{0,20})\s*(?:[:=]\s*|\s)|"
     rb"([A-Za-z][\w/.-]{0,40} [A-Za-z][\w/.-]{0,20})\s*[:=]\s*|([A-Za-z][\w/.-]{0,40})'?\s*(?:[:=]\s*'?|\s))"
     rb"(" + NUM + rb")(?![\w.])")
 
@@ -538,14 +538,36 @@ def parse_generic(text: bytes, first_line: int, st: StepState, out: Collector,
             continue
         step = int(m[1])
         line = lines.at(m.start())
-        for k, v in pairs:
-            norm = k.replace(" ", "_")
-            out.add(step, norm, float(v), line)
-            if norm.lower() in ("train_loss", "lm_loss"):
+        norms = [k.replace(" ", "_") for k, _ in pairs]
+        evaluation = _is_eval_line(norms)
+        for (k, v), norm in zip(pairs, norms):
+            low = norm.lower()
+            if evaluation and low in _TRAIN_LOSS_KEYS:
+                # nanoGPT's ``step N: train loss X, val loss Y``: estimate_loss() over eval_iters batches of the
+                # train split, printed beside the per-iteration ``iter N: loss X`` of the same step; kept apart
+                norm = EVAL_TRAIN_KEY_PREFIX + norm
+                out.metric_override[norm] = "eval_train_loss"
+            elif low in _TRAIN_LOSS_KEYS:
                 out.metric_override[norm] = "loss"
-            elif norm.lower() in ("val_loss", "valid_loss", "eval_loss", "test_loss"):
+            elif low in _EVAL_LOSS_KEYS:
                 out.metric_override[norm] = "eval_loss"
+            out.add(step, norm, float(v), line)
         _mark_step(st, steps, used, m.start(), step)
+
+
+#: keys of the generic parser's per-iteration training loss (``step 10 | train loss 2.3``, llm.c, minGPT)
+_TRAIN_LOSS_KEYS = ("train_loss", "lm_loss")
+#: keys of a held-out loss on the same kind of line
+_EVAL_LOSS_KEYS = ("val_loss", "valid_loss", "eval_loss", "test_loss")
+#: key prefix of a train loss printed on an evaluation line (its metric is ``eval_train_loss``)
+EVAL_TRAIN_KEY_PREFIX = "eval/"
+
+
+def _is_eval_line(norms: list[str]) -> bool:
+    """A line holding both a train loss and a held-out loss is an evaluation report (nanoGPT's
+    ``estimate_loss``): its train loss is an estimate over eval batches, not the step's training loss."""
+    lows = {n.lower() for n in norms}
+    return bool(lows & set(_TRAIN_LOSS_KEYS) - {"lm_loss"}) and bool(lows & set(_EVAL_LOSS_KEYS))
 
 
 #: the line parsers with the letters (``events.letters_of``) a chunk needs before each is worth running
