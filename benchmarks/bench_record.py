@@ -196,7 +196,7 @@ def profile(layers: int, reps: int = 40, inner: int = 20) -> None:
                 fbres[k].append(time.perf_counter() - t0)
                 if k == "deep hooks":  # the deep values of this step, read as Recorder.step does
                     t1 = time.perf_counter()
-                    recs["deep"].core._deep.entry(_host_values(recs["deep"].core._deep.tensors()))
+                    recs["deep"].core._deep.entry()
                     recs["deep"].core._deep.reset()
                     res.setdefault("deep values (read + per-module max)", []).append(time.perf_counter() - t1)
             everything()

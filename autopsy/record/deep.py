@@ -3,8 +3,11 @@
 Cost model: per module call one ``aminmax`` (a single reduction, no host sync) on its first floating
 output and, in backward, one on that output's gradient (a pre-hook on the autograd node that made it);
 a module that returns its last child's output unchanged (same tensor, same version) reuses the child's
-values instead of reducing again. The (min, max) pairs are read with the step's one host transfer;
-``fwd_amax`` / ``bwd_amax`` stay Python floats in the ring and are rounded only when the ring is written.
+values instead of reducing again. Each ``aminmax`` writes its (min, max) into the next row of a
+preallocated buffer (one per dtype and device, ``out=``: no tensor is allocated per call), and the step
+reads each buffer with one ``tolist()``: one host transfer for hundreds of values instead of one
+``item()`` per value, which cost more than the reductions themselves. ``fwd_amax`` / ``bwd_amax``
+stay Python floats in the ring and are rounded only when the ring is written.
 """
 
 from __future__ import annotations
@@ -12,10 +15,52 @@ from __future__ import annotations
 import math
 from typing import Any
 
+#: rows preallocated per module (a module called twice per step, or two micro-batches, fit without
+#: growing); the buffer doubles when a step makes more calls (gradient accumulation)
+ROWS_PER_MODULE = 2
+
 
 def _amax(mn: float, mx: float) -> float:
     """abs-max from (min, max); NaN stays NaN (aminmax gives NaN for both), -inf gives inf."""
     return mx if mx >= -mn else -mn
+
+
+class Slots:
+    """(min, max) rows of one dtype on one device, written by ``aminmax(out=...)`` and read at once."""
+
+    __slots__ = ("buf", "rows", "n", "vals")
+
+    def __init__(self, like: Any, capacity: int) -> None:
+        self.n = 0
+        self.vals: list[list[float]] = []
+        self._alloc(like, max(1, capacity))
+
+    def _alloc(self, like: Any, capacity: int) -> None:
+        import torch
+
+        self.buf = torch.empty((capacity, 2), dtype=like.dtype, device=like.device)
+        # 0-d views made once: indexing the buffer per call would cost more than the reduction
+        self.rows = [tuple(r.unbind()) for r in self.buf.unbind()]
+
+    def put(self, t: Any) -> int:
+        """Write ``t``'s (min, max) into the next row; its index."""
+        import torch
+
+        k = self.n
+        if k == len(self.rows):
+            old = self.buf
+            self._alloc(old, 2 * k)
+            self.buf[:k].copy_(old)
+        torch.aminmax(t, out=self.rows[k])
+        self.n = k + 1
+        return k
+
+    def read(self) -> None:
+        self.vals = self.buf[: self.n].tolist() if self.n else []
+
+    def reset(self) -> None:
+        self.n = 0
+        self.vals = []
 
 
 class DeepHooks:
@@ -27,11 +72,13 @@ class DeepHooks:
         self.module_group = [gindex.get(group_of(n + ".x")) for n in self.names]
         self.n_groups = len(groups)
         self.paused = False
+        self._rows = ROWS_PER_MODULE * max(1, len(mods))
+        self._slots: dict[tuple[Any, Any], Slots] = {}  # (dtype, device) -> its buffer
         self._fwd: list[int] = []  # module index per forward call with a floating output
+        self._fref: list[tuple[Slots, int]] = []  # where that call's (min, max) is
         self._bwd: list[int] = []  # module index per output gradient seen in backward
-        self._vals: list[Any] = []  # (min, max) 0-d tensor pairs, forward calls first, in call order
-        self._bvals: list[Any] = []
-        self._last: Any = None  # (tensor, version, (min, max), module indices its gradient reports)
+        self._bref: list[tuple[Slots, int]] = []
+        self._last: Any = None  # (tensor, version, ref, module indices its gradient reports)
         self.handles = [m.register_forward_hook(self._hook(idx)) for idx, (_, m) in enumerate(mods)]
 
     def remove(self) -> None:
@@ -39,13 +86,23 @@ class DeepHooks:
             h.remove()
         self.handles = []
 
+    def _put(self, t: Any) -> tuple[Slots, int] | None:
+        key = (t.dtype, t.device)
+        slots = self._slots.get(key)
+        if slots is None:
+            slots = self._slots[key] = Slots(t, self._rows)
+        try:
+            return slots, slots.put(t)
+        except RuntimeError:  # a dtype without aminmax (e.g. float8): that output is not recorded
+            return None
+
     def _hook(self, idx: int) -> Any:
         import torch
 
         from autopsy.record.replay import tensors
 
         Tensor = torch.Tensor
-        bwd, bvals = self._bwd, self._bvals
+        bwd, bref, put = self._bwd, self._bref, self._put
 
         def hook(module: Any, args: Any, out: Any) -> None:
             if self.paused:
@@ -60,15 +117,17 @@ class DeepHooks:
             if last is not None and last[0] is t and last[1] is not None and last[1] == t._version:
                 # a parent returning its last child's output: same values, and the same gradient
                 self._fwd.append(idx)
-                self._vals += last[2]
+                self._fref.append(last[2])
                 last[3].append(idx)
                 return
-            pair = torch.aminmax(t.detach())
+            ref = put(t.detach())
+            if ref is None:
+                return
             self._fwd.append(idx)
-            self._vals += pair
+            self._fref.append(ref)
             idxs = [idx]
             # inference tensors (e.g. Lightning's validation) keep no version counter: never reused
-            self._last = (t, None if t.is_inference() else t._version, pair, idxs)
+            self._last = (t, None if t.is_inference() else t._version, ref, idxs)
             if t.requires_grad and torch.is_grad_enabled():
                 node = t.grad_fn
                 if node is None:  # a leaf: a tensor hook
@@ -79,25 +138,24 @@ class DeepHooks:
 
         def grad(g: Any, idxs: list[int]) -> None:
             if g is not None and g.is_floating_point() and g.numel():
-                pair = torch.aminmax(g.detach())
+                ref = put(g.detach())
+                if ref is None:
+                    return
                 for i in idxs:
                     bwd.append(i)
-                    bvals.extend(pair)
+                    bref.append(ref)
         return hook
 
-    def tensors(self) -> list[Any]:
-        """This step's 0-d results, to read with the step's one host transfer."""
+    def entry(self) -> dict[str, Any] | None:
+        """The step's deep fields (fwd_amax, bwd_amax unrounded), read with one ``tolist()`` per buffer."""
         self._last = None
-        return self._vals + self._bvals
-
-    def entry(self, vals: list[float]) -> dict[str, Any] | None:
-        """The step's deep fields from the values of :meth:`tensors` (fwd_amax, bwd_amax unrounded)."""
         if not self._fwd and not self._bwd:
             return None
+        for s in self._slots.values():
+            s.read()
         n = len(self.names)
-        nf = len(self._fwd)
-        fwd = [_amax(vals[2 * k], vals[2 * k + 1]) for k in range(nf)]
-        bwd = [_amax(vals[2 * k], vals[2 * k + 1]) for k in range(nf, nf + len(self._bwd))]
+        fwd = [_amax(*s.vals[k]) for s, k in self._fref]
+        bwd = [_amax(*s.vals[k]) for s, k in self._bref]
         per_f: list[float | None] = [None] * n
         per_b: list[float | None] = [None] * n
         first_f = next((self.names[i] for i, v in zip(self._fwd, fwd) if not math.isfinite(v)), None)
@@ -117,7 +175,9 @@ class DeepHooks:
 
     def reset(self) -> None:
         self._fwd.clear()
+        self._fref.clear()
         self._bwd.clear()
-        self._vals.clear()
-        self._bvals.clear()
+        self._bref.clear()
+        for s in self._slots.values():
+            s.reset()
         self._last = None
