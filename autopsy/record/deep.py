@@ -32,31 +32,25 @@ class Slots:
 
     def __init__(self, like: Any, capacity: int) -> None:
         self.n = 0
-        self.vals: list[list[float]] = []
+        self.vals: list[float] = []
         self._alloc(like, max(1, capacity))
 
     def _alloc(self, like: Any, capacity: int) -> None:
         import torch
 
-        self.buf = torch.empty((capacity, 2), dtype=like.dtype, device=like.device)
+        self.buf = torch.zeros((capacity, 2), dtype=like.dtype, device=like.device)
         # 0-d views made once: indexing the buffer per call would cost more than the reduction
         self.rows = [tuple(r.unbind()) for r in self.buf.unbind()]
 
-    def put(self, t: Any) -> int:
-        """Write ``t``'s (min, max) into the next row; its index."""
-        import torch
-
-        k = self.n
-        if k == len(self.rows):
-            old = self.buf
-            self._alloc(old, 2 * k)
-            self.buf[:k].copy_(old)
-        torch.aminmax(t, out=self.rows[k])
-        self.n = k + 1
-        return k
+    def grow(self) -> None:
+        """Double the rows (a step with more module calls than foreseen, e.g. gradient accumulation)."""
+        old, k = self.buf, self.n
+        self._alloc(old, 2 * len(self.rows))
+        self.buf[:k].copy_(old[:k])
 
     def read(self) -> None:
-        self.vals = self.buf[: self.n].tolist() if self.n else []
+        """Each written row's abs-max (NaN kept: ``amax`` propagates it; -inf becomes inf), in one ``tolist()``."""
+        self.vals = self.buf[: self.n].abs().amax(1).tolist() if self.n else []
 
     def reset(self) -> None:
         self.n = 0
@@ -86,23 +80,36 @@ class DeepHooks:
             h.remove()
         self.handles = []
 
-    def _put(self, t: Any) -> tuple[Slots, int] | None:
-        key = (t.dtype, t.device)
-        slots = self._slots.get(key)
-        if slots is None:
-            slots = self._slots[key] = Slots(t, self._rows)
-        try:
-            return slots, slots.put(t)
-        except RuntimeError:  # a dtype without aminmax (e.g. float8): that output is not recorded
-            return None
-
     def _hook(self, idx: int) -> Any:
         import torch
 
         from autopsy.record.replay import tensors
 
         Tensor = torch.Tensor
-        bwd, bref, put = self._bwd, self._bref, self._put
+        aminmax, grad_enabled, set_grad = torch.aminmax, torch.is_grad_enabled, torch._C._set_grad_enabled
+        fwd, fref, bwd, bref, slots = self._fwd, self._fref, self._bwd, self._bref, self._slots
+
+        def put(t: Any, grad_on: bool) -> tuple[Slots, int] | None:
+            """Write t's (min, max) into the next row of its dtype's buffer (grad mode off meanwhile:
+            ``out=`` refuses autograd, and switching the mode costs less than a ``detach()``)."""
+            key = (t.dtype, t.device)
+            s = slots.get(key)
+            if s is None:
+                s = slots[key] = Slots(t, self._rows)
+            k = s.n
+            if k == len(s.rows):
+                s.grow()
+            if grad_on:
+                set_grad(False)
+            try:
+                aminmax(t, out=s.rows[k])
+            except RuntimeError:  # a dtype without aminmax (e.g. float8): that output is not recorded
+                return None
+            finally:
+                if grad_on:
+                    set_grad(True)
+            s.n = k + 1
+            return s, k
 
         def hook(module: Any, args: Any, out: Any) -> None:
             if self.paused:
@@ -116,19 +123,20 @@ class DeepHooks:
             last = self._last
             if last is not None and last[0] is t and last[1] is not None and last[1] == t._version:
                 # a parent returning its last child's output: same values, and the same gradient
-                self._fwd.append(idx)
-                self._fref.append(last[2])
+                fwd.append(idx)
+                fref.append(last[2])
                 last[3].append(idx)
                 return
-            ref = put(t.detach())
+            grad_on = grad_enabled()
+            ref = put(t, grad_on)
             if ref is None:
                 return
-            self._fwd.append(idx)
-            self._fref.append(ref)
+            fwd.append(idx)
+            fref.append(ref)
             idxs = [idx]
             # inference tensors (e.g. Lightning's validation) keep no version counter: never reused
             self._last = (t, None if t.is_inference() else t._version, ref, idxs)
-            if t.requires_grad and torch.is_grad_enabled():
+            if grad_on and t.requires_grad:
                 node = t.grad_fn
                 if node is None:  # a leaf: a tensor hook
                     t.register_hook(lambda g: grad(g, idxs))
@@ -138,7 +146,7 @@ class DeepHooks:
 
         def grad(g: Any, idxs: list[int]) -> None:
             if g is not None and g.is_floating_point() and g.numel():
-                ref = put(g.detach())
+                ref = put(g, grad_enabled())
                 if ref is None:
                     return
                 for i in idxs:
@@ -153,23 +161,27 @@ class DeepHooks:
             return None
         for s in self._slots.values():
             s.read()
-        n = len(self.names)
-        fwd = [_amax(*s.vals[k]) for s, k in self._fref]
-        bwd = [_amax(*s.vals[k]) for s, k in self._bref]
+        fwd = [s.vals[k] for s, k in self._fref]
+        bwd = [s.vals[k] for s, k in self._bref]
+        names, n = self.names, len(self.names)
+        # abs-max values are >= 0: their sum is finite exactly when every one is (or all are huge)
+        first_f = None if math.isfinite(sum(fwd)) else next(
+            (names[i] for i, v in zip(self._fwd, fwd) if not math.isfinite(v)), None)
+        first_b = None if math.isfinite(sum(bwd)) else next(
+            (names[i] for i, v in zip(self._bwd, bwd) if not math.isfinite(v)), None)
         per_f: list[float | None] = [None] * n
         per_b: list[float | None] = [None] * n
-        first_f = next((self.names[i] for i, v in zip(self._fwd, fwd) if not math.isfinite(v)), None)
-        first_b = next((self.names[i] for i, v in zip(self._bwd, bwd) if not math.isfinite(v)), None)
+        isfinite = math.isfinite
         for per, order, got in ((per_f, self._fwd, fwd), (per_b, self._bwd, bwd)):
             for i, v in zip(order, got):
                 p = per[i]
-                per[i] = v if p is None or not math.isfinite(v) or v > p else p
+                per[i] = v if p is None or not isfinite(v) or v > p else p
         gmax: list[float | None] = [None] * self.n_groups
         for g, v in zip(self.module_group, per_f):
             if v is None or g is None:
                 continue
             p = gmax[g]
-            gmax[g] = v if not math.isfinite(v) or v > (-1.0 if p is None else p) else p
+            gmax[g] = v if p is None or not isfinite(v) or v > p else p
         return {"fwd_amax": per_f, "bwd_amax": per_b, "first_nonfinite_output": first_f,
                 "first_nonfinite_grad": first_b, "group_amax": gmax}
 
