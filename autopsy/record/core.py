@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from autopsy.record.batch import batch_facts, sample_ids, save_batch
-from autopsy.record.deep import DeepHooks
+from autopsy.record.deep import DeepHooks, per_module
 from autopsy.record.format import FORMAT, RECORD_DIR, RECORD_FILE, VERSION
 from autopsy.record.replay import Call, replay_forward, rng_state
 from autopsy.record.writer import RecordWriter
@@ -417,7 +417,8 @@ class Core:
             if self.save_batch:
                 event.update(save_batch(self.dir, step, batch, self._calls))
         if first:
-            self.write({"t": "ring", "step": step, "steps": [_rounded(e) for e in self.ring]})
+            n = len(self.modules) if self.deep else None
+            self.write({"t": "ring", "step": step, "steps": [_rounded(e, n) for e in self.ring]})
         event["action"] = self.on_nonfinite
         if self.on_nonfinite == "record":
             self.dirty = True
@@ -514,13 +515,14 @@ def _round_step(entry: dict[str, Any]) -> None:
         entry["a"] = _rl(entry["a"])
 
 
-def _rounded(entry: dict[str, Any]) -> dict[str, Any]:
+def _rounded(entry: dict[str, Any], n_modules: int | None = None) -> dict[str, Any]:
     """A ring entry as written: per-layer and (deep mode) per-module values rounded like the rest."""
     out = dict(entry)
     _round_step(out)
-    for k in ("fwd_amax", "bwd_amax"):
-        if k in out:
-            out[k] = _rl(out[k])
+    for k in ("fwd", "bwd"):
+        calls = out.pop(f"{k}_calls", None)
+        if calls is not None and n_modules is not None:
+            out[f"{k}_amax"] = _rl(per_module(n_modules, *calls))
     return out
 
 

@@ -6,8 +6,8 @@ a module that returns its last child's output unchanged (same tensor, same versi
 values instead of reducing again. Each ``aminmax`` writes its (min, max) into the next row of a
 preallocated buffer (one per dtype and device, ``out=``: no tensor is allocated per call), and the step
 reads each buffer with one ``tolist()``: one host transfer for hundreds of values instead of one
-``item()`` per value, which cost more than the reductions themselves. ``fwd_amax`` / ``bwd_amax``
-stay Python floats in the ring and are rounded only when the ring is written.
+``item()`` per value. The ring keeps each step's per-call values;
+the per-module ``fwd_amax`` / ``bwd_amax`` are folded and rounded only when the ring is written.
 """
 
 from __future__ import annotations
@@ -20,9 +20,20 @@ from typing import Any
 ROWS_PER_MODULE = 2
 
 
-def _amax(mn: float, mx: float) -> float:
-    """abs-max from (min, max); NaN stays NaN (aminmax gives NaN for both), -inf gives inf."""
+def _amax(pair: list[float]) -> float:
+    """abs-max from [min, max]; NaN stays NaN (aminmax gives NaN for both), -inf gives inf."""
+    mn, mx = pair
     return mx if mx >= -mn else -mn
+
+
+def per_module(n: int, order: list[int], vals: list[float]) -> list[float | None]:
+    """Each module's value over its calls of the step (max; a non-finite value wins), None if not called."""
+    per: list[float | None] = [None] * n
+    isfinite = math.isfinite
+    for i, v in zip(order, vals):
+        p = per[i]
+        per[i] = v if p is None or not isfinite(v) or v > p else p
+    return per
 
 
 class Slots:
@@ -32,7 +43,7 @@ class Slots:
 
     def __init__(self, like: Any, capacity: int) -> None:
         self.n = 0
-        self.vals: list[float] = []
+        self.vals: list[list[float]] = []
         self._alloc(like, max(1, capacity))
 
     def _alloc(self, like: Any, capacity: int) -> None:
@@ -49,8 +60,9 @@ class Slots:
         self.buf[:k].copy_(old[:k])
 
     def read(self) -> None:
-        """Each written row's abs-max (NaN kept: ``amax`` propagates it; -inf becomes inf), in one ``tolist()``."""
-        self.vals = self.buf[: self.n].abs().amax(1).tolist() if self.n else []
+        """Every row as [min, max], in one ``tolist()`` (rows past ``n`` are stale and never looked at;
+        the whole buffer costs less than slicing it first, an extra torch call)."""
+        self.vals = self.buf.tolist() if self.n else []
 
     def reset(self) -> None:
         self.n = 0
@@ -155,35 +167,39 @@ class DeepHooks:
         return hook
 
     def entry(self) -> dict[str, Any] | None:
-        """The step's deep fields (fwd_amax, bwd_amax unrounded), read with one ``tolist()`` per buffer."""
+        """The step's deep fields, read with one ``tolist()`` per buffer: the first non-finite module
+        output and gradient, each group's forward abs-max, and the per-call values (order, values) that
+        :func:`per_module` turns into ``fwd_amax`` / ``bwd_amax`` only when the ring is written."""
         self._last = None
         if not self._fwd and not self._bwd:
             return None
         for s in self._slots.values():
             s.read()
-        fwd = [s.vals[k] for s, k in self._fref]
-        bwd = [s.vals[k] for s, k in self._bref]
-        names, n = self.names, len(self.names)
+        fwd = [_amax(s.vals[k]) for s, k in self._fref]
+        bwd = [_amax(s.vals[k]) for s, k in self._bref]
+        names, isfinite = self.names, math.isfinite
         # abs-max values are >= 0: their sum is finite exactly when every one is (or all are huge)
-        first_f = None if math.isfinite(sum(fwd)) else next(
-            (names[i] for i, v in zip(self._fwd, fwd) if not math.isfinite(v)), None)
-        first_b = None if math.isfinite(sum(bwd)) else next(
-            (names[i] for i, v in zip(self._bwd, bwd) if not math.isfinite(v)), None)
-        per_f: list[float | None] = [None] * n
-        per_b: list[float | None] = [None] * n
-        isfinite = math.isfinite
-        for per, order, got in ((per_f, self._fwd, fwd), (per_b, self._bwd, bwd)):
-            for i, v in zip(order, got):
-                p = per[i]
-                per[i] = v if p is None or not isfinite(v) or v > p else p
+        fwd_ok = isfinite(sum(fwd))
+        first_f = None if fwd_ok else next((names[i] for i, v in zip(self._fwd, fwd) if not isfinite(v)), None)
+        first_b = None if isfinite(sum(bwd)) else next(
+            (names[i] for i, v in zip(self._bwd, bwd) if not isfinite(v)), None)
         gmax: list[float | None] = [None] * self.n_groups
-        for g, v in zip(self.module_group, per_f):
-            if v is None or g is None:
-                continue
-            p = gmax[g]
-            gmax[g] = v if p is None or not isfinite(v) or v > p else p
-        return {"fwd_amax": per_f, "bwd_amax": per_b, "first_nonfinite_output": first_f,
-                "first_nonfinite_grad": first_b, "group_amax": gmax}
+        mg = self.module_group
+        if fwd_ok:  # every value finite: a group's value is the max over its modules' calls
+            for i, v in zip(self._fwd, fwd):
+                g = mg[i]
+                if g is not None:
+                    p = gmax[g]
+                    if p is None or v > p:
+                        gmax[g] = v
+        else:  # which non-finite value a group shows follows the per-module fold, in module order
+            for g, v in zip(mg, per_module(len(names), self._fwd, fwd)):
+                if v is None or g is None:
+                    continue
+                p = gmax[g]
+                gmax[g] = v if p is None or not isfinite(v) or v > p else p
+        return {"fwd_calls": (list(self._fwd), fwd), "bwd_calls": (list(self._bwd), bwd),
+                "first_nonfinite_output": first_f, "first_nonfinite_grad": first_b, "group_amax": gmax}
 
     def reset(self) -> None:
         self._fwd.clear()
