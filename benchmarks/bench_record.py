@@ -42,6 +42,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 MODES = ("baseline", "cheap", "deep", "hf-debug", "anomaly")
 CLOCKS = ("cpu", "wall")
+UPDATE_EVERY = 50  # the recorder's default
 
 
 def llama(hidden: int, layers: int, heads: int, inter: int, vocab: int):
@@ -227,25 +228,33 @@ def profile(layers: int, reps: int = 40, inner: int = 20) -> None:
 
 
 def record_bytes(layers: int, steps: int, deep: bool) -> float:
+    """Bytes the record grows by per step: the mean step line (steps after the first) plus the update
+    line's share (one every UPDATE_EVERY steps), counted in the closed file (step lines are written in
+    batches, so the file's size during the run lags behind)."""
+    import json
+
     from autopsy.record import Recorder
 
     model = llama(16, layers, 2, 32, 128)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
     with tempfile.TemporaryDirectory() as tmp:
-        rec = Recorder(tmp, model=model, deep=deep, update_every=50)
+        rec = Recorder(tmp, model=model, deep=deep, update_every=UPDATE_EVERY)
         path = rec.path
         for i in range(steps + 1):
-            if i == 1:
-                start = path.stat().st_size  # after the header and the first step
             b = batch(128, 2, 16, i)
             loss = model(**b).loss
             loss.backward()
             rec.step(loss=loss, optimizer=opt, batch=b)
             opt.step()
             opt.zero_grad()
-        size = path.stat().st_size
         rec.close()
-    return (size - start) / steps
+        sizes: dict[str, list[int]] = {"step": [], "update": []}
+        for line in path.read_bytes().splitlines(keepends=True):
+            obj = json.loads(line)
+            if obj["t"] in sizes and obj["step"] > 1 or obj["t"] == "update":
+                sizes[obj["t"]].append(len(line))
+    upd = statistics.mean(sizes["update"]) if sizes["update"] else 0.0
+    return statistics.mean(sizes["step"]) + upd / UPDATE_EVERY  # an update line every UPDATE_EVERY steps
 
 
 def load() -> str:
