@@ -122,7 +122,6 @@ class Core:
         self._gpos: list[int] = []  # each parameter's group index
         self._all: list[int] = []  # every parameter's index (the usual "present" list)
         self._gpos_cache: dict[tuple[int, ...], list[int]] = {}
-        self._cpu = True  # every parameter on the CPU: values are read one by one (no device to wait for)
 
     # -- set-up ------------------------------------------------------------------------------
     def attach(self, model: Any) -> None:
@@ -141,7 +140,6 @@ class Core:
             g = group_of(n)
             gidx.append(index.setdefault(g, len(index)))
         self.groups = list(index)
-        self._cpu = all(p.is_cpu for p in self.params)
         self._gpos, self._all, self._gpos_cache = gidx, list(range(len(self.params))), {}
         for m in [model, *model.children()]:
             self._hooks.append(m.register_forward_pre_hook(self._pre, with_kwargs=True))
@@ -317,7 +315,8 @@ class Core:
         if sup is not None:
             sup_at = len(parts)
             parts.append(sup)
-        values = _host_values(parts, self._cpu)
+        # the gradients' device (checked each step: a model is often moved after the recorder is made)
+        values = _host_values(parts, parts[0].is_cpu if parts else None)
         loss_v = values[n_norms] if losses else None
         if tok_at >= 0:
             tokens = int(values[tok_at])

@@ -69,6 +69,35 @@ class Slots:
         self.vals = []
 
 
+class Loose:
+    """The fallback for a tensor whose (min, max) cannot be written into a plain buffer (a tensor
+    subclass such as a DTensor): the pair as computed, read value by value."""
+
+    __slots__ = ("pairs", "vals", "n")
+
+    def __init__(self) -> None:
+        self.pairs: list[Any] = []
+        self.vals: list[list[float]] = []
+        self.n = 0
+
+    def add(self, pair: Any) -> int:
+        self.pairs.append(pair)
+        self.n += 1
+        return self.n - 1
+
+    def read(self) -> None:
+        vals = []
+        for mn, mx in self.pairs:
+            try:
+                vals.append([float(mn.item()), float(mx.item())])
+            except Exception:  # noqa: BLE001 - unreadable: shown as non-finite rather than dropped
+                vals.append([math.nan, math.nan])
+        self.vals = vals
+
+    def reset(self) -> None:
+        self.pairs, self.vals, self.n = [], [], 0
+
+
 class DeepHooks:
     def __init__(self, model: Any, groups: list[str], group_of: Any) -> None:
         mods = [(n, m) for n, m in model.named_modules() if n]
@@ -79,11 +108,11 @@ class DeepHooks:
         self.n_groups = len(groups)
         self.paused = False
         self._rows = ROWS_PER_MODULE * max(1, len(mods))
-        self._slots: dict[tuple[Any, Any], Slots] = {}  # (dtype, device) -> its buffer
+        self._slots: dict[Any, Slots | Loose] = {"loose": Loose()}  # (dtype, device) -> its buffer
         self._fwd: list[int] = []  # module index per forward call with a floating output
-        self._fref: list[tuple[Slots, int]] = []  # where that call's (min, max) is
+        self._fref: list[tuple[Slots | Loose, int]] = []  # where that call's (min, max) is
         self._bwd: list[int] = []  # module index per output gradient seen in backward
-        self._bref: list[tuple[Slots, int]] = []
+        self._bref: list[tuple[Slots | Loose, int]] = []
         self._last: Any = None  # (tensor, version, ref, module indices its gradient reports)
         self.handles = [m.register_forward_hook(self._hook(idx)) for idx, (_, m) in enumerate(mods)]
 
@@ -101,7 +130,9 @@ class DeepHooks:
         aminmax, grad_enabled, set_grad = torch.aminmax, torch.is_grad_enabled, torch._C._set_grad_enabled
         fwd, fref, bwd, bref, slots = self._fwd, self._fref, self._bwd, self._bref, self._slots
 
-        def put(t: Any, grad_on: bool) -> tuple[Slots, int] | None:
+        loose = slots["loose"]
+
+        def put(t: Any, grad_on: bool) -> tuple[Slots | Loose, int] | None:
             """Write t's (min, max) into the next row of its dtype's buffer (grad mode off meanwhile:
             ``out=`` refuses autograd, and switching the mode costs less than a ``detach()``)."""
             key = (t.dtype, t.device)
@@ -115,8 +146,11 @@ class DeepHooks:
                 set_grad(False)
             try:
                 aminmax(t, out=s.rows[k])
-            except RuntimeError:  # a dtype without aminmax (e.g. float8): that output is not recorded
-                return None
+            except Exception:  # noqa: BLE001 - a tensor subclass: the pair as computed
+                try:
+                    return loose, loose.add(aminmax(t))
+                except Exception:  # noqa: BLE001 - a dtype without aminmax (e.g. float8): not recorded
+                    return None
             finally:
                 if grad_on:
                     set_grad(True)
