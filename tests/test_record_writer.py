@@ -53,17 +53,17 @@ def test_flush_after_flush_lines_or_flush_secs(tmp_path, monkeypatch):
 def test_queued_steps_are_written_at_interpreter_exit_without_close(tmp_path):
     """A loop that ends (or raises) without rec.close() still leaves every step line."""
     code = (
-        "import sys; sys.path.insert(0, %r)\n"
+        f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
         "import torch\n"
         "from record_plants import tiny_llama, collate, token_rows\n"
         "from autopsy.record import Recorder\n"
         "m = tiny_llama(layers=2); opt = torch.optim.SGD(m.parameters(), lr=1e-3)\n"
-        "rec = Recorder(%r, model=m)\n"
+        f"rec = Recorder({str(tmp_path)!r}, model=m)\n"
         "rows = token_rows(20)\n"
         "for s in range(5):\n"
         "    b = collate(rows[s * 4:(s + 1) * 4]); loss = m(**b).loss; loss.backward()\n"
         "    rec.step(loss=loss, optimizer=opt, batch=b); opt.step(); opt.zero_grad()\n"
-    ) % (str(Path(__file__).parent), str(tmp_path))
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
     lines = [json.loads(x) for x in (tmp_path / "autopsy-record" / "record.jsonl").read_text().splitlines()]
     steps = [x for x in lines if x["t"] == "step"]
