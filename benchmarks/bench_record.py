@@ -9,12 +9,16 @@ noise hits every mode alike; warm-up steps excluded:
   hf-debug   transformers' DebugUnderflowOverflow      (forward hooks, abs-min/max of every tensor)
   anomaly    torch.autograd.detect_anomaly()           (PyTorch's own NaN finder; debugging only)
 Each mode's overhead is taken per repetition against the baseline step of the same repetition
-(paired): the median of those ratios and differences, with their interquartile range. Models: the
+(paired): the median of those ratios and differences, with their interquartile range. Every step is
+timed on two clocks: the thread's CPU time (``time.thread_time``: torch runs on this one thread, CPU
+autograd included, so time spent waiting for a core taken by other jobs is not counted; the figure
+to read on a shared machine) and wall time. Models: the
 tiny Llama of sample_logs (scripts/make_samples.py: hidden 16, 2 layers) and a ~110M-parameter Llama
 (hidden 768, 12 layers, vocab 16k) on CPU, 1 torch thread (2 shared cores). Also: the record's bytes
 per step for a 30-layer model, and (--profile) the recorder's own cost per step by component.
 
     .venv/bin/python benchmarks/bench_record.py [--reps 200] [--large-reps 6] [--skip-large] [--profile]
+        [--modes baseline,cheap,deep]
 
 Prints the load average (uptime) before and after, and a Markdown table.
 """
@@ -37,6 +41,8 @@ warnings.filterwarnings("ignore", message="Anomaly Detection has been enabled")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 MODES = ("baseline", "cheap", "deep", "hf-debug", "anomaly")
+CLOCKS = ("cpu", "wall")
+UPDATE_EVERY = 50  # the recorder's default
 
 
 def llama(hidden: int, layers: int, heads: int, inter: int, vocab: int):
@@ -71,16 +77,17 @@ class Arm:
 
             self.debug = DebugUnderflowOverflow(model)
 
-    def step(self, b: dict[str, torch.Tensor]) -> float:
+    def step(self, b: dict[str, torch.Tensor]) -> tuple[float, float]:
+        """One training step; (CPU seconds of this thread, wall seconds)."""
         ctx = torch.autograd.detect_anomaly(check_nan=True) if self.mode == "anomaly" else contextlib.nullcontext()
-        t0 = time.perf_counter()
+        c0, t0 = time.thread_time(), time.perf_counter()
         with ctx:
             self.opt.zero_grad(set_to_none=True)
             loss = self.model(**b).loss
             loss.backward()
         if self.rec is None or self.rec.step(loss=loss, optimizer=self.opt, batch=b):
             self.opt.step()
-        return time.perf_counter() - t0
+        return time.thread_time() - c0, time.perf_counter() - t0
 
 
 def quartiles(xs: list[float]) -> tuple[float, float, float]:
@@ -90,17 +97,17 @@ def quartiles(xs: list[float]) -> tuple[float, float, float]:
     return q1, q2, q3
 
 
-def measure(name: str, make, vocab: int, bs: int, seq: int, reps: int, warmup: int = 3) -> dict[str, dict[str, list[float]]]:
-    """``reps`` repetitions of one step of every mode (order rotated per repetition); per mode the
-    step times, and per repetition the ratio and difference to that repetition's baseline step."""
+def measure(name: str, make, vocab: int, bs: int, seq: int, reps: int, warmup: int = 3,
+            modes: tuple[str, ...] = MODES) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """``reps`` repetitions of one step of every mode (order rotated per repetition); per clock
+    ("cpu", "wall") and mode the step times, and per repetition the ratio and difference to that
+    repetition's baseline step."""
     import copy
 
-    times: dict[str, list[float]] = {m: [] for m in MODES}
-    ratio: dict[str, list[float]] = {m: [] for m in MODES}
-    diff: dict[str, list[float]] = {m: [] for m in MODES}
+    res = {c: {k: {m: [] for m in modes} for k in ("times", "ratio", "diff")} for c in CLOCKS}
     with tempfile.TemporaryDirectory() as tmp:
         base = make()
-        arms = [Arm(m, base if m == "baseline" else copy.deepcopy(base), Path(tmp)) for m in MODES]
+        arms = [Arm(m, base if m == "baseline" else copy.deepcopy(base), Path(tmp)) for m in modes]
         for w in range(warmup):  # first steps record the backward order; the allocator warms up
             for arm in arms:
                 arm.step(batch(vocab, bs, seq, w))
@@ -109,17 +116,19 @@ def measure(name: str, make, vocab: int, bs: int, seq: int, reps: int, warmup: i
             b = batch(vocab, bs, seq, r + warmup)
             k = r % len(arms)
             got = {arm.mode: arm.step(b) for arm in arms[k:] + arms[:k]}
-            for m in MODES:
-                times[m].append(got[m])
-                ratio[m].append(got[m] / got["baseline"] - 1)
-                diff[m].append(got[m] - got["baseline"])
+            for c, clock in enumerate(CLOCKS):
+                times, ratio, diff = res[clock]["times"], res[clock]["ratio"], res[clock]["diff"]
+                for m in modes:
+                    times[m].append(got[m][c])
+                    ratio[m].append(got[m][c] / got["baseline"][c] - 1)
+                    diff[m].append(got[m][c] - got["baseline"][c])
             if (r + 1) % every == 0 or r + 1 == reps:
-                print(f"  {name} {r + 1}/{reps}: median " + ", ".join(
-                    f"{m} {statistics.median(times[m]) * 1e3:.2f} ms" for m in MODES), flush=True)
+                print(f"  {name} {r + 1}/{reps}: median paired overhead (cpu clock) " + ", ".join(
+                    f"{m} {statistics.median(res['cpu']['ratio'][m]) * 100:+.1f}%" for m in modes[1:]), flush=True)
         for arm in arms:
             if arm.rec is not None:
                 arm.rec.close()
-    return {"times": times, "ratio": ratio, "diff": diff}
+    return res
 
 
 def _ms(s: float) -> str:
@@ -196,7 +205,7 @@ def profile(layers: int, reps: int = 40, inner: int = 20) -> None:
                 fbres[k].append(time.perf_counter() - t0)
                 if k == "deep hooks":  # the deep values of this step, read as Recorder.step does
                     t1 = time.perf_counter()
-                    recs["deep"].core._deep.entry(_host_values(recs["deep"].core._deep.tensors()))
+                    recs["deep"].core._deep.entry()
                     recs["deep"].core._deep.reset()
                     res.setdefault("deep values (read + per-module max)", []).append(time.perf_counter() - t1)
             everything()
@@ -219,25 +228,33 @@ def profile(layers: int, reps: int = 40, inner: int = 20) -> None:
 
 
 def record_bytes(layers: int, steps: int, deep: bool) -> float:
+    """Bytes the record grows by per step: the mean step line (steps after the first) plus the update
+    line's share (one every UPDATE_EVERY steps), counted in the closed file (step lines are written in
+    batches, so the file's size during the run lags behind)."""
+    import json
+
     from autopsy.record import Recorder
 
     model = llama(16, layers, 2, 32, 128)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
     with tempfile.TemporaryDirectory() as tmp:
-        rec = Recorder(tmp, model=model, deep=deep, update_every=50)
+        rec = Recorder(tmp, model=model, deep=deep, update_every=UPDATE_EVERY)
         path = rec.path
         for i in range(steps + 1):
-            if i == 1:
-                start = path.stat().st_size  # after the header and the first step
             b = batch(128, 2, 16, i)
             loss = model(**b).loss
             loss.backward()
             rec.step(loss=loss, optimizer=opt, batch=b)
             opt.step()
             opt.zero_grad()
-        size = path.stat().st_size
         rec.close()
-    return (size - start) / steps
+        sizes: dict[str, list[int]] = {"step": [], "update": []}
+        for line in path.read_bytes().splitlines(keepends=True):
+            obj = json.loads(line)
+            if obj["t"] in sizes and obj["step"] > 1 or obj["t"] == "update":
+                sizes[obj["t"]].append(len(line))
+    upd = statistics.mean(sizes["update"]) if sizes["update"] else 0.0
+    return statistics.mean(sizes["step"]) + upd / UPDATE_EVERY  # an update line every UPDATE_EVERY steps
 
 
 def load() -> str:
@@ -254,7 +271,10 @@ def main() -> None:
     ap.add_argument("--skip-large", action="store_true")
     ap.add_argument("--profile", action="store_true", help="also the recorder's cost by component")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1: steadier on a shared machine)")
+    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of " + ",".join(MODES))
+    ap.add_argument("--no-bytes", action="store_true", help="skip the record-size measurement")
     a = ap.parse_args()
+    modes = tuple(m for m in MODES if m in a.modes.split(",") or m == "baseline")
     torch.set_num_threads(a.threads)
     import make_samples as ms
 
@@ -269,26 +289,29 @@ def main() -> None:
         return llama(768, 12, 12, 2048, 16000)
 
     results.append(("tiny Llama (sample_logs), bs 8 x 32", sum(p.numel() for p in tiny().parameters()),
-                    measure("tiny", tiny, 64, 8, 32, a.reps)))
+                    measure("tiny", tiny, 64, 8, 32, a.reps, modes=modes)))
     if not a.skip_large:
         results.append(("Llama 12 x 768, bs 2 x 128", sum(p.numel() for p in big().parameters()),
-                        measure("110M", big, 16000, 2, 128, a.large_reps, warmup=1)))
+                        measure("110M", big, 16000, 2, 128, a.large_reps, warmup=1, modes=modes)))
     print(f"load after: {load()}")
-    print("\nOverhead: ratio of the mode's median step to the baseline's median step; then the paired figures"
-          " (each step against the baseline step of the same repetition): median difference, median ratio (IQR)")
-    print("\n| model | params | reps | baseline step, median (IQR) | " + " | ".join(MODES[1:]) + " |")
-    print("|---|---|---|---|" + "---|" * (len(MODES) - 1))
-    for name, n, res in results:
-        q1, q2, q3 = quartiles(res["times"]["baseline"])
-        cells = []
-        for m in MODES[1:]:
-            r1, r2, r3 = quartiles(res["ratio"][m])
-            d2 = statistics.median(res["diff"][m])
-            rm = statistics.median(res["times"][m]) / q2 - 1
-            cells.append(f"**{rm * 100:+.1f}%**; {_us(d2)}, {r2 * 100:+.1f}% ({r1 * 100:+.1f}..{r3 * 100:+.1f})")
-        print(f"| {name} | {n / 1e6:.2f}M | {len(res['ratio']['baseline'])} | {_ms(q2)} ({_ms(q1)}..{_ms(q3)}) | "
-              + " | ".join(cells) + " |")
-    for deep in (False, True):
+    print("\nOverhead per mode: **median of the paired ratios** (each step against the baseline step of the"
+          " same repetition) and their interquartile range; median paired difference; ratio of the medians")
+    for clock in CLOCKS:
+        what = "thread CPU time" if clock == "cpu" else "wall time"
+        print(f"\n{what}\n\n| model | params | reps | baseline step, median (IQR) | " + " | ".join(modes[1:]) + " |")
+        print("|---|---|---|---|" + "---|" * (len(modes) - 1))
+        for name, n, got in results:
+            res = got[clock]
+            q1, q2, q3 = quartiles(res["times"]["baseline"])
+            cells = []
+            for m in modes[1:]:
+                r1, r2, r3 = quartiles(res["ratio"][m])
+                d2 = statistics.median(res["diff"][m])
+                rm = statistics.median(res["times"][m]) / q2 - 1
+                cells.append(f"**{r2 * 100:+.1f}%** ({r1 * 100:+.1f}..{r3 * 100:+.1f}); {_us(d2)}; {rm * 100:+.1f}%")
+            print(f"| {name} | {n / 1e6:.2f}M | {len(res['ratio']['baseline'])} | {_ms(q2)} ({_ms(q1)}..{_ms(q3)}) | "
+                  + " | ".join(cells) + " |")
+    for deep in (False, True) if not a.no_bytes else ():
         size = record_bytes(30, 20, deep)
         print(f"record bytes per step, 30-layer Llama, {'deep' if deep else 'cheap'} mode: {size:.0f} B")
     if a.profile:

@@ -11,6 +11,7 @@ from autopsy.record.format import FORMAT, RECORD_DIR
 #: label value ignored by the loss (HF, PyTorch cross_entropy default)
 IGNORE_INDEX = -100
 _ID_KEYS = ("id", "ids", "idx", "index", "sample_id", "sample_ids", "sample_idx")
+_ID_KEY_SET = frozenset(_ID_KEYS)
 
 
 def save_batch(directory: Path, step: int, batch: Any, calls: list[Any]) -> dict[str, Any]:
@@ -83,6 +84,15 @@ def batch_shape(batch: Any) -> list[int] | None:
     return list(t.shape) if t is not None else None
 
 
+def batch_facts(batch: Any) -> tuple[Any, Any, list[int] | None]:
+    """:func:`token_parts` and :func:`batch_shape` with one look for the token ids (once per step)."""
+    ids = ids_tensor(batch)
+    if ids is None:
+        return None, None, None
+    tokens, sup = _counts(batch, ids)
+    return tokens, sup, list(ids.shape)
+
+
 def token_parts(batch: Any) -> tuple[Any, Any]:
     """(tokens, supervised tokens): Python ints where the batch gives them without compute, else 0-d
     tensors to read with the step's one host sync; (None, None) without token ids; sup None without
@@ -90,6 +100,10 @@ def token_parts(batch: Any) -> tuple[Any, Any]:
     ids = ids_tensor(batch)
     if ids is None:
         return None, None
+    return _counts(batch, ids)
+
+
+def _counts(batch: Any, ids: Any) -> tuple[Any, Any]:
     mask = get_tensor(batch, "attention_mask")
     tokens = mask.sum() if mask is not None else ids.numel()
     labels = get_tensor(batch, "labels")
@@ -117,7 +131,7 @@ def sup_per_row(batch: Any) -> list[int] | None:
 def sample_ids(batch: Any) -> list[Any] | None:
     import torch
 
-    if not isinstance(batch, dict):
+    if not isinstance(batch, dict) or batch.keys().isdisjoint(_ID_KEY_SET):
         return None
     for k in _ID_KEYS:
         v = batch.get(k)

@@ -2,11 +2,13 @@
 
 Cost model (why it stays cheap): per step, one fused ``torch._foreach_norm`` over the gradients
 that exist anyway and one host read (a single ``tolist()``; on CPU, direct reads) for norms, loss
-and token counts together; per-layer sums in Python from precomputed parameter groups; one record
-line, one ``write(2)``. The inputs of the step's outermost module calls are kept by reference (no
-copy) with the RNG state, so a non-finite step can be replayed with hooks afterwards
+and token counts together; per-layer sums in Python from precomputed parameter groups; the step
+line is kept as a dict and serialized with the next flush of the writer (``writer.py``: at most a
+second later, rounding included). The inputs of the step's outermost module calls are kept by
+reference (no copy) with the RNG state, so a non-finite step can be replayed with hooks afterwards
 (``replay.py``) instead of hooking every module on every step. Deep mode (``deep.py``) adds one
-``aminmax`` per module output and per output gradient, read with the same host read.
+``aminmax`` per module output and per output gradient, written into a preallocated buffer and read
+with one ``tolist()`` per step.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from autopsy.record.batch import batch_shape, sample_ids, save_batch, token_parts
-from autopsy.record.deep import DeepHooks
+from autopsy.record.batch import batch_facts, sample_ids, save_batch
+from autopsy.record.deep import DeepHooks, per_module
 from autopsy.record.format import FORMAT, RECORD_DIR, RECORD_FILE, VERSION
 from autopsy.record.replay import Call, replay_forward, rng_state
 from autopsy.record.writer import RecordWriter
@@ -152,7 +154,7 @@ class Core:
     def _open(self, model: Any) -> None:
         import torch
 
-        self._out = RecordWriter(self.path)
+        self._out = RecordWriter(self.path, prepare=_round_step)
         header = {"t": "header", "format": FORMAT, "version": VERSION, "framework": self.framework,
                   "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "mode": "deep" if self.deep else "cheap",
@@ -179,6 +181,11 @@ class Core:
         """One line, one write(2): a killed process leaves whole lines (and at most one cut last line)."""
         if self._out is not None:
             self._out.write(obj, sync)
+
+    def defer(self, obj: dict[str, Any]) -> None:
+        """A step or update line, written with the writer's next flush (at most a second later)."""
+        if self._out is not None:
+            self._out.defer(obj)
 
     def close(self, status: str = "finished") -> None:
         if self._out is None:
@@ -260,11 +267,12 @@ class Core:
             if not present:
                 return None
             grads = [grads[i] for i in present]
-        with torch.no_grad():
-            try:  # float32 norms of float16/bfloat16 gradients: no overflow of the norm itself
-                return list(torch._foreach_norm(grads, 2, dtype=torch.float32)), present
-            except RuntimeError:  # float64 or complex gradients
-                return [n.float() for n in torch._foreach_norm(grads)], present
+        # no no_grad(): gradients do not require grad (with create_graph=True the small graph of the
+        # norms is dropped with them), and entering the context costs as much as a few norms
+        try:  # float32 norms of float16/bfloat16 gradients: no overflow of the norm itself
+            return list(torch._foreach_norm(grads, 2, dtype=torch.float32)), present
+        except RuntimeError:  # float64 or complex gradients
+            return [n.detach().float() for n in torch._foreach_norm(grads)], present
 
     def _groups_of(self, present: list[int]) -> list[int]:
         """Each present parameter's group index (cached: the same parameters have gradients every step)."""
@@ -281,60 +289,59 @@ class Core:
         """Record one step (gradients computed, optimizer not yet stepped). Returns whether the
         optimizer step may go on; on a non-finite step it localises, saves the batch and acts.
 
-        Per step: one fused norm over the gradients, one ``stack`` of those norms with the loss and
-        the token counts, one ``tolist`` (the only host sync); group sums in Python."""
-        import torch
-
+        Per step: one fused norm over the gradients, one host read of those norms with the loss and
+        the token counts (on a device: one ``stack`` and one ``tolist``, the only sync); group sums
+        in Python; the line is queued, serialized and rounded with the writer's next flush."""
         self.last_step = step
         if loss is not None:
             self._losses = []
             self.add_loss(loss)
-        self._finish_order()
+        if not self._order_done:
+            self._finish_order()
         got = self._pending if self._pending is not None else self._norms()
         self._pending = None
-        batch = batch if batch is not None else self._batch_from_calls()
-        entry: dict[str, Any] = {"t": "step", "step": step}
-        parts: list[Any] = list(got[0]) if got is not None else []
+        if batch is None:
+            batch = self._batch_from_calls()
+        parts: list[Any] = got[0] if got is not None else []  # a fresh list: extended in place
         n_norms = len(parts)
-        if self._losses:
-            losses = self._losses
-            parts.append(losses[0].float() if len(losses) == 1
-                         else torch.stack([x.to(losses[0].device).float() for x in losses]).mean())
-        tokens, sup = token_parts(batch)
-        if isinstance(tokens, torch.Tensor):
+        losses = self._losses
+        if losses:
+            parts.append(losses[0].float() if len(losses) == 1 else _mean(losses))
+        tokens, sup, shape = batch_facts(batch)
+        tok_at = sup_at = -1
+        if tokens is not None and not isinstance(tokens, int):
+            tok_at = len(parts)
             parts.append(tokens)
-        if isinstance(sup, torch.Tensor):
+        if sup is not None:
+            sup_at = len(parts)
             parts.append(sup)
-        n_parts = len(parts)
-        if self._deep is not None:
-            parts += self._deep.tensors()
-        values = _host_values(parts)
-        loss_v = values[n_norms] if self._losses else None
-        extra = n_norms + (1 if self._losses else 0)
-        if isinstance(tokens, torch.Tensor):
-            tokens, extra = int(values[extra]), extra + 1
-        if isinstance(sup, torch.Tensor):
-            sup = int(values[extra])
+        # the gradients' device (checked each step: a model is often moved after the recorder is made)
+        values = _host_values(parts, parts[0].is_cpu if parts else None)
+        loss_v = values[n_norms] if losses else None
+        if tok_at >= 0:
+            tokens = int(values[tok_at])
+        if sup_at >= 0:
+            sup = int(values[sup_at])
         pnorms: list[float] | None = None
         gnorm = math.nan
+        entry: dict[str, Any] = {"t": "step", "step": step, "loss": loss_v, "lr": _lr(optimizer)}
+        if scaler is not None:
+            try:
+                entry["scale"] = float(scaler.get_scale())
+            except Exception:  # noqa: BLE001 - a scaler without get_scale: no scale recorded
+                pass
         if got is not None:
             pnorms = values[:n_norms]
             gsq = [0.0] * len(self.groups)
             for g, v in zip(self._groups_of(got[1]), pnorms):
                 gsq[g] += v * v
             gnorm = math.sqrt(sum(gsq))
-        entry["loss"] = loss_v
-        entry["lr"] = _lr(optimizer)
-        if scaler is not None:
-            try:
-                entry["scale"] = float(scaler.get_scale())
-            except Exception:  # noqa: BLE001 - a scaler without get_scale: no scale recorded
-                pass
-        entry["gn"] = _r(gnorm) if got is not None else None
-        entry["g"] = [_r(math.sqrt(x)) for x in gsq] if got is not None else None
+            # unrounded here: _round_step rounds them when the line is written
+            entry["gn"], entry["g"] = gnorm, [math.sqrt(x) for x in gsq]
+        else:
+            entry["gn"] = entry["g"] = None
         if tokens is not None:
             entry["tokens"], entry["sup"] = tokens, sup
-        shape = batch_shape(batch)
         if shape:
             entry["shape"] = shape
         ids = sample_ids(batch)
@@ -342,17 +349,20 @@ class Core:
             entry["ids"] = ids
         if len(self._calls) > 1:
             entry["micro"] = len(self._calls)
-        deep = self._deep.entry(values[n_parts:]) if self._deep is not None else None
+        deep = self._deep.entry() if self._deep is not None else None
         if deep is not None:
-            entry["a"] = [_r(v) if v is not None else None for v in deep.pop("group_amax")]
-        ring_entry = dict(entry, **(deep or {}))
+            entry["a"] = deep.pop("group_amax")
+            ring_entry = dict(entry, **deep)
+        else:
+            ring_entry = dict(entry)
         self.ring.append(ring_entry)
         bad_grad = got is not None and not math.isfinite(gnorm)
         bad_loss = loss_v is not None and not math.isfinite(loss_v)
         if bad_grad or bad_loss:
             entry["nf"] = 1
-        self.write(entry)
-        self._update_ratio(step)
+        self.defer(entry)
+        if self.update_every and (self._snap is not None or step % self.update_every == 0 or step == 1):
+            self._update_ratio(step)
         proceed = True
         if bad_grad or bad_loss:
             if self.overflow_is_normal and not bad_loss:
@@ -387,7 +397,7 @@ class Core:
                 wsq[g] += vals[len(idx) + k] * vals[len(idx) + k]
             ratios = [math.sqrt(x / max(y, 1e-30)) for x, y in zip(dsq, wsq)]
             total = math.sqrt(sum(dsq) / max(sum(wsq), 1e-30))
-            self.write({"t": "update", "step": at, "ratio": _r(total), "g": [_r(v) for v in ratios]})
+            self.defer({"t": "update", "step": at, "ratio": _r(total), "g": [_r(v) for v in ratios]})
         if step % self.update_every == 0 or step == 1:
             idx = [i for i, p in enumerate(self.params) if p.is_contiguous()]
             with torch.no_grad():
@@ -400,13 +410,14 @@ class Core:
         self.nonfinite_steps += 1
         first = self.nonfinite_steps == 1
         event: dict[str, Any] = {"t": "nonfinite", "step": step, "what": "loss" if bad_loss else "grad",
-                                 "loss": entry.get("loss"), "gn": entry.get("gn")}
+                                 "loss": entry.get("loss"), "gn": _rn(entry.get("gn"))}
         if self.nonfinite_steps <= MAX_LOCALISE:
             event.update(self._localise(pnorms, present, bad_loss, ring_entry))
             if self.save_batch:
                 event.update(save_batch(self.dir, step, batch, self._calls))
         if first:
-            self.write({"t": "ring", "step": step, "steps": [_rounded(e) for e in self.ring]})
+            n = len(self.modules) if self.deep else None
+            self.write({"t": "ring", "step": step, "steps": [_rounded(e, n) for e in self.ring]})
         event["action"] = self.on_nonfinite
         if self.on_nonfinite == "record":
             self.dirty = True
@@ -485,22 +496,54 @@ class Core:
             return c.kwargs
         return c.args[0] if len(c.args) == 1 else list(c.args)
 
-def _rounded(entry: dict[str, Any]) -> dict[str, Any]:
-    """A ring entry as written: deep mode's per-module values rounded like the rest."""
-    if "fwd_amax" not in entry:
-        return entry
-    return dict(entry, **{k: [_r(v) if v is not None else None for v in entry[k]] for k in ("fwd_amax", "bwd_amax")})
+def _rn(x: float | None) -> float | None:
+    return _r(x) if x is not None else None
 
 
-def _host_values(parts: list[Any]) -> list[float]:
-    """0-d tensors as Python floats in one host transfer: stacked as float32 on the first one's device
-    (a tensor on another device, e.g. a pipeline's loss, is moved there first); on CPU, read one by one."""
+def _rl(xs: list[float | None] | None) -> list[float | None] | None:
+    return [_r(v) if v is not None else None for v in xs] if xs is not None else None
+
+
+def _round_step(entry: dict[str, Any]) -> None:
+    """Round a step line's per-layer numbers in place, when the writer serializes it (idempotent)."""
+    if entry.get("t") != "step":
+        return
+    entry["gn"] = _rn(entry.get("gn"))
+    entry["g"] = _rl(entry.get("g"))
+    if "a" in entry:
+        entry["a"] = _rl(entry["a"])
+
+
+def _rounded(entry: dict[str, Any], n_modules: int | None = None) -> dict[str, Any]:
+    """A ring entry as written: per-layer and (deep mode) per-module values rounded like the rest."""
+    out = dict(entry)
+    _round_step(out)
+    for k in ("fwd", "bwd"):
+        calls = out.pop(f"{k}_calls", None)
+        if calls is not None and n_modules is not None:
+            out[f"{k}_amax"] = _rl(per_module(n_modules, *calls))
+    return out
+
+
+def _mean(losses: list[Any]) -> Any:
+    import torch
+
+    return torch.stack([x.to(losses[0].device).float() for x in losses]).mean()
+
+
+def _host_values(parts: list[Any], cpu: bool | None = None) -> list[float]:
+    """0-d tensors as Python numbers in one host transfer: stacked as float32 on the first one's device
+    (a tensor on another device, e.g. a pipeline's loss, is moved there first); on CPU (``cpu``: the
+    caller knows the model is there; None: checked here), read one by one, cheaper than a stack."""
     import torch
 
     if not parts:
         return []
-    if all(t.is_cpu for t in parts):  # no device to sync with: item() each is cheaper than a stack
-        return [float(t.item()) for t in parts]
+    if cpu if cpu is not None else all(t.is_cpu for t in parts):
+        try:
+            return [t.item() for t in parts]
+        except RuntimeError:  # a tensor the caller did not expect (e.g. a meta loss): the general path
+            pass
     try:
         return torch.stack(parts).float().tolist()
     except RuntimeError:  # tensors on several devices

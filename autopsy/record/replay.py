@@ -30,7 +30,8 @@ def has_nonfinite(obj: Any) -> bool:
 def rng_state() -> tuple[Any, Any]:
     import torch
 
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    # is_initialized() alone: CUDA that is not available is never initialized, and it skips a driver query
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
     return torch.get_rng_state(), cuda
 
 
