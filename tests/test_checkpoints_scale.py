@@ -38,7 +38,11 @@ def _mixed(n_layers: int = 40) -> dict[str, torch.Tensor]:
     d["layers.7.norm.weight"][:] = -0.0
     d["layers.8.fp8b"][1] = INF
     d["layers.9.idx"][:] = 0
-    d["big.weight"] = torch.randn(300, 300, generator=g)  # > SMALL_TENSOR_BYTES: one-tensor path between batches
+    d["big.weight"] = torch.randn(400, 400, generator=g)  # > SMALL_TENSOR_BYTES: one-tensor path between batches
+    for i in range(12):  # MoE-expert-sized (100 KB): batched, several batches of BATCH_BYTES_NO_DIGEST without digest
+        d[f"experts.{i}.w"] = torch.randn(160, 160, generator=g)
+    d["experts.5.w"][7, 7] = NAN
+    d["experts.9.w"][:] = 0.0
     d["empty"] = torch.zeros(0)
     d["scalar"] = torch.tensor(2.5)
     return d
