@@ -458,7 +458,9 @@ def _list_fs(url: str) -> tuple[Any, str]:
         rest = url[len("hf://"):]
         if rest.startswith("models/"):
             rest = rest[len("models/"):]
-        return fsspec.filesystem("hf", token=os.environ.get("HF_TOKEN")), rest.rstrip("/")
+        # the endpoint is passed, not left to huggingface_hub's constants: those read HF_ENDPOINT once, at import
+        endpoint = os.environ.get("HF_ENDPOINT", "").rstrip("/") or None
+        return fsspec.filesystem("hf", token=os.environ.get("HF_TOKEN"), endpoint=endpoint), rest.rstrip("/")
     return fsspec.core.url_to_fs(url)
 
 
