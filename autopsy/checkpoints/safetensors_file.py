@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from autopsy.checkpoints.scanfile import FileScan, Reader
-from autopsy.checkpoints.smallbatch import BATCH_BYTES, BATCH_BYTES_NO_DIGEST, BATCHABLE, SMALL_TENSOR_BYTES, stat_batch
+from autopsy.checkpoints.smallbatch import (
+    BATCH_BYTES,
+    BATCH_BYTES_NO_DIGEST,
+    BATCH_TENSORS,
+    BATCHABLE,
+    SMALL_TENSOR_BYTES,
+    stat_batch,
+)
 from autopsy.checkpoints.stats import DTYPE_BITS, UNCHECKED_DTYPES
 
 #: the official library refuses headers above this size (MAX_HEADER_SIZE)
@@ -197,7 +204,7 @@ def scan_entries(scan: FileScan, reader: Any, entries: list[tuple[str, str, list
         if end > limit:
             continue  # reported as truncated above
         if 0 < end - begin <= SMALL_TENSOR_BYTES and dtype in BATCHABLE:
-            if dtype != b_dtype or begin != b_end or end - b_lo > batch_bytes:
+            if dtype != b_dtype or begin != b_end or end - b_lo > batch_bytes or len(batch) >= BATCH_TENSORS:
                 if batch:
                     _flush(scan, reader, batch, data_start, digest)
                 b_dtype, b_lo = dtype, begin

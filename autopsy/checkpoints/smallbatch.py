@@ -31,6 +31,9 @@ BATCH_BYTES = 256 * 1024
 #: the same without digests (``autopsy scan``, a run with one checkpoint): ~3 bytes of scratch per byte;
 #: a 0.76 GB shard of 80 KB experts scanned in ~20% less CPU than with 256 KiB batches
 BATCH_BYTES_NO_DIGEST = 2 * 1024 * 1024
+#: tensors per batch at most: 2 MiB of 16-byte tensors would be 131k entries and stats built at once
+#: (+15 MB peak for a 100k-tensor file); this many keeps a batch's Python objects to a few MB
+BATCH_TENSORS = 16384
 #: dtypes batched (others - FNUZ fp8, E8M0, F4, F6 - take the one-tensor path)
 BATCHABLE = set(IEEE) | set(INT_UINT)
 _FLOAT_VIEW = {"F64": np.float64, "F32": np.float32, "C64": np.float32, "C128": np.float64, "F16": np.float16}
