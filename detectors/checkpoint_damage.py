@@ -146,8 +146,8 @@ def _empty(run: Run) -> Iterable[Finding]:
 def _all_zero(run: Run) -> Iterable[Finding]:
     for c in reversed(_in_save_order(run)):
         floats = [(f.path, t) for f in c.files for t in f.tensors if t.dtype in FLOAT_DTYPES and t.numel > 0]
-        total = sum(t.numel for _, t in floats)
-        if floats and total >= MIN_VALUES_ALL_ZERO and all(t.all_zero for _, t in floats):
+        # the all-zero test first: it stops at the first tensor with a nonzero value (at once, in a trained model)
+        if floats and all(t.all_zero for _, t in floats) and (total := sum(t.numel for _, t in floats)) >= MIN_VALUES_ALL_ZERO:
             path, t = floats[0]
             yield Finding(
                 code=CODE, name=SLUG, root_cause=None, severity="error", confidence=0.9,
