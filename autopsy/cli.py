@@ -320,9 +320,10 @@ from autopsy import many_cli  # noqa: E402,F401 - registers compare and sweep (a
 
 
 def main() -> None:
-    from autopsy._memory import tune_allocator
+    from autopsy._memory import tune_allocator, tune_gc
 
     tune_allocator()
+    tune_gc()
     try:
         app()
     except KeyboardInterrupt:

@@ -1,6 +1,7 @@
 """Many-tensor and remote checkpoints (issue 15): whole ``autopsy`` processes, interleaved repeats.
 
     .venv/bin/python benchmarks/bench_scale.py [--gb 3.4] [--repeat 3] [--tiny 100000,300000] [--no-moe] [--no-remote]
+                                               [--old TREE] [--no-naive]
 
 * a generated MoE-like checkpoint (4 shards, >= 50k tensors: 26 layers x 512 experts x gate/up/down
   bf16 matrices of 80 KB, per-expert F32 scales, attention, routers, norms; 2 planted NaN tensors):
@@ -14,7 +15,11 @@
 
 Figures: median wall seconds, CPU seconds (user+sys of the process tree: the fair figure on a
 shared machine) and peak RSS (``/usr/bin/time``). Files go under ``$TMPDIR`` (default /tmp) and
-are deleted unless ``--keep``.
+are deleted unless ``--keep``. ``--old TREE``: the tiny-tensor commands also run with ``autopsy`` and
+``detectors`` imported from TREE (e.g. ``git archive <commit> autopsy detectors`` unpacked), interleaved.
+Both trees are byte-compiled first (``compileall``), as an installed package is: with
+``PYTHONDONTWRITEBYTECODE=1`` (set in this machine's shells) every process would otherwise compile
+autopsy's modules again (~0.3-0.5 s each).
 """
 
 from __future__ import annotations
@@ -112,7 +117,9 @@ def write_tiny(path: Path, n: int) -> None:
 
 def timed(cmd: str) -> dict:
     t0 = time.perf_counter()
-    r = subprocess.run(["/usr/bin/time", "-f", "__T__ %M %U %S", "bash", "-c", cmd], capture_output=True, text=True)
+    # not run from the repo: `python -m` puts the working directory first on sys.path, before PYTHONPATH (--old)
+    r = subprocess.run(["/usr/bin/time", "-f", "__T__ %M %U %S", "bash", "-c", cmd], capture_output=True, text=True,
+                       cwd=tempfile.gettempdir())
     wall = time.perf_counter() - t0
     m = re.search(r"__T__ (\d+) ([\d.]+) ([\d.]+)", r.stderr)
     rss, cpu = (int(m[1]) / 1024, float(m[2]) + float(m[3])) if m else (-1, -1)
@@ -166,6 +173,11 @@ def remote(shard: Path, repeat: int) -> None:
               f"peak {max(x['rss'] for x in runs[k]):.0f} MB")
 
 
+def _compile(*trees: Path) -> None:
+    for t in trees:
+        subprocess.run([PY, "-m", "compileall", "-q", str(t / "autopsy"), str(t / "detectors")], capture_output=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gb", type=float, default=3.4)
@@ -175,7 +187,10 @@ def main() -> None:
     ap.add_argument("--no-remote", action="store_true")
     ap.add_argument("--remote-only", action="store_true", help="write the MoE shards, time only the remote reads")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--old", help="a tree with the old autopsy/ and detectors/: its tiny-tensor figures, interleaved")
+    ap.add_argument("--no-naive", action="store_true", help="skip the naive torch scan of the MoE checkpoint (~15 min here)")
     args = ap.parse_args()
+    _compile(REPO, *([Path(args.old)] if args.old else []))
     root = Path(tempfile.mkdtemp(prefix="autopsy-bench-scale-"))
     print(f"load before: {os.getloadavg()}")
     try:
@@ -185,9 +200,12 @@ def main() -> None:
             write_tiny(run_dir / "model.safetensors", n)
             f = run_dir / "model.safetensors"
             print(f"{n:,} tiny tensors ({f.stat().st_size / 1e6:.1f} MB):")
-            bench({"scan (table)": f"{PY} -m autopsy scan {f} > /dev/null",
-                   "scan --format json": f"{PY} -m autopsy scan {f} --format json -o /dev/null",
-                   "run": f"{PY} -m autopsy run {run_dir} -f json -o /dev/null -q"}, 1 if n > 100_000 else args.repeat)
+            cmds = {"scan (table)": f"{PY} -m autopsy scan {f} > /dev/null",
+                    "scan --format json": f"{PY} -m autopsy scan {f} --format json -o /dev/null",
+                    "run": f"{PY} -m autopsy run {run_dir} -f json -o /dev/null -q"}
+            if args.old:
+                cmds |= {f"old: {k}": f"PYTHONPATH={args.old} {c}" for k, c in cmds.items()}
+            bench(cmds, 1 if n > 100_000 else args.repeat)
         if not args.no_moe:
             d = root / "moe"
             t0 = time.perf_counter()
@@ -207,11 +225,13 @@ def main() -> None:
                           "autopsy scan (table)": f"{PY} -m autopsy scan {d} > /dev/null",
                           "autopsy scan --format json": f"{PY} -m autopsy scan {d} --format json -o /dev/null",
                           "autopsy run": f"{PY} -m autopsy run {d} -f json -o /dev/null -q",
-                          "naive torch scan": f"{PY} {naive} {fl}"}, args.repeat, once=("naive torch scan",))
-            nv = statistics.median(x["wall"] for x in runs["naive torch scan"])
-            for k in ("autopsy scan (table)", "autopsy scan --format json", "autopsy run"):
-                print(f"  naive / {k}: {nv / statistics.median(x['wall'] for x in runs[k]):.1f}x wall")
-            print(f"  naive found {runs['naive torch scan'][-1]['out'].strip()} bad tensors (planted 2)")
+                          **({} if args.no_naive else {"naive torch scan": f"{PY} {naive} {fl}"})},
+                         args.repeat, once=("naive torch scan",))
+            if not args.no_naive:
+                nv = statistics.median(x["wall"] for x in runs["naive torch scan"])
+                for k in ("autopsy scan (table)", "autopsy scan --format json", "autopsy run"):
+                    print(f"  naive / {k}: {nv / statistics.median(x['wall'] for x in runs[k]):.1f}x wall")
+                print(f"  naive found {runs['naive torch scan'][-1]['out'].strip()} bad tensors (planted 2)")
             if not args.no_remote:
                 print("remote (local HTTP server with Range, first shard):")
                 remote(files[0], args.repeat)

@@ -1,5 +1,6 @@
 """A local HTTP file server with ``Range: bytes=a-b`` support (206 Partial Content), which Python's
-own ``http.server`` lacks: the one server the remote-checkpoint tests (tests/test_checkpoints_remote.py)
+own ``http.server`` lacks, and the two Hub API calls that list a ``hf://`` folder (``/api/models/...``):
+the one server the remote-checkpoint tests (tests/test_checkpoints_remote.py)
 and the remote benchmark (benchmarks/bench_scale.py, which imports this file by path) read from.
 Test code only: the autopsy package does not ship it.
 
@@ -36,6 +37,8 @@ class RangeHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
     def send_head(self):  # type: ignore[override]
+        if self.path.startswith("/api/"):
+            return self._hub_api()
         path = self.translate_path(self.path)
         rng = self.headers.get("Range")
         if not os.path.isfile(path):
@@ -66,6 +69,58 @@ class RangeHandler(http.server.SimpleHTTPRequestHandler):
         self.send_header("Content-Length", str(b - a + 1))
         self.end_headers()
         return _Limited(fh, b - a + 1)
+
+    def _hub_api(self) -> Any:
+        """The two Hub API calls huggingface_hub's HfFileSystem makes to list a repo folder, answered from the
+        resolve layout ``ROOT/{org}/{repo}/resolve/{rev}/...`` (see tests/test_checkpoints_remote.py):
+        ``GET /api/models/{org}/{repo}[/revision/{rev}]`` (repo_info) and
+        ``GET /api/models/{org}/{repo}/tree/{rev}[/{path}]?recursive=...`` (list_repo_tree, one page).
+        The JSON carries the keys huggingface_hub's ModelInfo / RepoFile / RepoFolder read."""
+        import hashlib
+        from urllib.parse import parse_qs, unquote, urlsplit
+
+        u = urlsplit(self.path)
+        type(self).requests.append(f"{self.command} {u.path}")
+        m = re.fullmatch(r"/api/models/([^/]+)/([^/]+)(?:/(revision|tree)/([^/]+)(/.*)?)?", u.path)
+        base = os.path.join(self.directory, unquote(m[1]), unquote(m[2])) if m else ""
+        top = os.path.join(base, "resolve", unquote(m[4] or "main")) if m else ""
+        if m is None or not os.path.isdir(top):
+            code = "RepoNotFound" if m is None or not os.path.isdir(base) else "RevisionNotFound"
+            return self._json(404, {"error": f"{code}: {u.path}"}, {"X-Error-Code": code})
+        if m[3] != "tree":  # repo_info, with or without a revision
+            sha = hashlib.sha1(top.encode()).hexdigest()
+            return self._json(200, {"id": f"{m[1]}/{m[2]}", "modelId": f"{m[1]}/{m[2]}", "sha": sha, "private": False})
+        sub = unquote(m[5] or "").strip("/")
+        start = os.path.join(top, sub)
+        if not os.path.isdir(start):
+            return self._json(404, {"error": f"EntryNotFound: {sub}"}, {"X-Error-Code": "EntryNotFound"})
+        recursive = parse_qs(u.query).get("recursive", ["false"])[0].lower() == "true"
+        out = []
+        for dirpath, dirnames, filenames in os.walk(start):
+            for name in sorted(dirnames) + sorted(filenames):
+                full = os.path.join(dirpath, name)
+                rel = os.path.relpath(full, top).replace(os.sep, "/")
+                oid = hashlib.sha1(rel.encode()).hexdigest()
+                if os.path.isdir(full):
+                    out.append({"type": "directory", "oid": oid, "path": rel})
+                else:
+                    out.append({"type": "file", "oid": oid, "size": os.path.getsize(full), "path": rel})
+            if not recursive:
+                break
+        return self._json(200, out)
+
+    def _json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> Any:
+        import io
+        import json
+
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        return io.BytesIO(data)
 
     def copyfile(self, source: Any, outputfile: Any) -> None:
         while True:

@@ -11,6 +11,7 @@ import torch
 from safetensors.torch import save_file
 
 from autopsy.checkpoints import collect, scan_file
+from autopsy.checkpoints import safetensors_file as stf
 from autopsy.checkpoints.cli import scan_command
 from autopsy.checkpoints.safetensors_file import scan_safetensors
 from autopsy.checkpoints.torch_file import scan_torch
@@ -114,6 +115,7 @@ def test_mapped_windows_and_read_fallback_agree_with_torch(tmp_path, monkeypatch
     tensors = _odd_offsets_file(p)
     monkeypatch.setattr(scanfile, "CHUNK_BYTES", 4096)
     monkeypatch.setattr(scanfile, "WINDOW_BYTES", mmap.ALLOCATIONGRANULARITY * 3)  # many remaps, tensors straddle them
+    monkeypatch.setattr(stf, "SMALL_TENSOR_BYTES", 64 * 1024)  # the 66-133 KB tensors one at a time, in chunks
     maps = []
     real_mmap = mmap.mmap
 

@@ -104,6 +104,45 @@ def test_hf_url_through_the_hub_resolve_layout(http_root, monkeypatch):
     _same(got, scan_file(target / "model.safetensors", digest=True))
 
 
+def test_hf_folder_is_listed_through_the_hub_api_and_every_shard_scanned(http_root, monkeypatch, tmp_path, capsys):
+    """hf://org/repo[@rev][/folder]: the folder is listed by huggingface_hub's HfFileSystem (the real client)
+    against the local server's stand-in of the two Hub API calls it makes (repo info, recursive tree; see
+    tests/range_server.py), then every *.safetensors is read through the resolve URLs."""
+    pytest.importorskip("huggingface_hub")
+    root, base = http_root
+    top = root / "acme" / "moe" / "resolve" / "v2"
+    (top / "extra").mkdir(parents=True)
+    d = _model(40)
+    names = sorted(d)
+    save_file({k: d[k] for k in names[:20]}, str(top / "model-00001-of-00002.safetensors"))
+    save_file({k: d[k] for k in names[20:]}, str(top / "model-00002-of-00002.safetensors"))
+    save_file({"x": torch.ones(3)}, str(top / "extra" / "head.safetensors"))
+    (top / "config.json").write_text("{}")
+    monkeypatch.setenv("HF_ENDPOINT", base)
+    files, err = rm.remote_files("hf://acme/moe@v2")
+    assert err is None
+    assert [u for u, _ in files] == ["hf://acme/moe@v2/extra/head.safetensors",
+                                     "hf://acme/moe@v2/model-00001-of-00002.safetensors",
+                                     "hf://acme/moe@v2/model-00002-of-00002.safetensors"]
+    assert [n for _, n in files] == [(top / "extra" / "head.safetensors").stat().st_size] + [
+        (top / f"model-0000{i}-of-00002.safetensors").stat().st_size for i in (1, 2)]
+    assert any(r.startswith("GET /api/models/acme/moe/tree/v2") for r in RangeHandler.requests)
+    assert rm.remote_files("hf://models/acme/moe@v2/extra")[0] == [("hf://acme/moe@v2/extra/head.safetensors", files[0][1])]
+    out = tmp_path / "o.json"
+    assert scan_command(["hf://acme/moe@v2"], fmt="json", output=str(out)) == 1  # the planted NaN/Inf
+    doc = json.loads(out.read_text())
+    assert [f["path"] for f in doc["files"]] == [u for u, _ in files]
+    assert doc["summary"]["tensors"] == len(d) + 1
+    for f in doc["files"]:
+        local = scan_file(top / f["path"].split("@v2/", 1)[1])
+        assert sorted(t["name"] for t in f["tensors"]) == sorted(t.name for t in local.tensors)
+    missing, err = rm.remote_files("hf://acme/nothing-here")
+    assert missing == [] and "hf://acme/nothing-here: cannot list" in err and "not found" in err
+    assert rm.remote_files("hf://acme/moe@v2/no-such-dir")[1] is not None
+    assert scan_command(["hf://acme/nothing-here"]) == 2
+    assert "hf://acme/nothing-here" in capsys.readouterr().err
+
+
 def test_bad_remote_inputs_are_reported_not_raised(http_root, capsys):
     root, base = http_root
     (root / "junk.safetensors").write_bytes(b"\xff" * 20)

@@ -38,7 +38,11 @@ def _mixed(n_layers: int = 40) -> dict[str, torch.Tensor]:
     d["layers.7.norm.weight"][:] = -0.0
     d["layers.8.fp8b"][1] = INF
     d["layers.9.idx"][:] = 0
-    d["big.weight"] = torch.randn(300, 300, generator=g)  # > SMALL_TENSOR_BYTES: one-tensor path between batches
+    d["big.weight"] = torch.randn(400, 400, generator=g)  # > SMALL_TENSOR_BYTES: one-tensor path between batches
+    for i in range(12):  # MoE-expert-sized (100 KB): batched, several batches of BATCH_BYTES_NO_DIGEST without digest
+        d[f"experts.{i}.w"] = torch.randn(160, 160, generator=g)
+    d["experts.5.w"][7, 7] = NAN
+    d["experts.9.w"][:] = 0.0
     d["empty"] = torch.zeros(0)
     d["scalar"] = torch.tensor(2.5)
     return d
@@ -130,3 +134,58 @@ def test_json_tensor_text_equals_the_json_encoder(tmp_path):
     scan_command([str(tmp_path / "m.safetensors")], fmt="json", output=str(out))
     doc = json.loads(out.read_text())
     assert {t["name"] for t in doc["files"][0]["tensors"]} == set(d)
+
+
+def _run_of(path):
+    from autopsy.checkpoints import collect
+    from autopsy.discover import discover
+    from autopsy.ingest.base import RunBuilder
+
+    builder = RunBuilder(path)
+    builder.root = builder.run.root = path
+    collect(builder, discover(path))
+    return builder.run
+
+
+def test_filtered_model_order_equals_filtering_the_sorted_weights(tmp_path):
+    """The analysis orders only the tensors it keeps (the full 100k-name sort is skipped): the same order as
+    filtering the model-ordered list, for a safetensors file stored by name (layers.10 before layers.2)."""
+    from autopsy.checkpoints.analysis import model_order, weight_tensors
+
+    d = {f"model.layers.{i}.mlp.experts.{e}.w": torch.randn(2, 3) for i in range(12) for e in (0, 1)}
+    d["lm_head.weight"] = torch.randn(4, 3)
+    d["model.embed_tokens.weight"] = torch.randn(4, 3)
+    for name in ("model.layers.10.mlp.experts.1.w", "model.layers.2.mlp.experts.0.w", "lm_head.weight",
+                 "model.embed_tokens.weight"):
+        d[name][0, 0] = NAN
+    (tmp_path / "ck").mkdir()
+    save_file(d, str(tmp_path / "ck" / "model.safetensors"))
+    run = _run_of(tmp_path / "ck")
+    ck = run.checkpoints[0]
+    full = weight_tensors(ck)
+    names = [t.name for _, t in full]
+    assert names[0] == "model.embed_tokens.weight" and names[-1] == "lm_head.weight"
+    assert names.index("model.layers.2.mlp.experts.0.w") < names.index("model.layers.10.mlp.experts.0.w")
+    picked = model_order(ck, [(p, t) for p, t in weight_tensors(ck, ordered=False) if t.nonfinite])
+    assert [t.name for _, t in picked] == [t.name for _, t in full if t.nonfinite] == [
+        "model.embed_tokens.weight", "model.layers.2.mlp.experts.0.w", "model.layers.10.mlp.experts.1.w", "lm_head.weight"]
+    first_bad = run.checkpoint_analysis["first_bad"]
+    assert [t["name"] for t in first_bad["tensors"]] == [t.name for _, t in picked]
+    assert first_bad["layers"] == ["model.embed_tokens", "model.layers.2", "model.layers.10", "lm_head"]
+
+
+def test_run_digests_tensors_only_when_checkpoints_can_be_compared(tmp_path):
+    """Digests serve the comparison of consecutive checkpoints: a run with one checkpoint skips them, a run
+    with two keeps them and finds the tensor that never changed."""
+    frozen = torch.randn(8, 8)
+    for step in (10, 20):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+        save_file({"frozen.weight": frozen.clone(), "trained.weight": torch.randn(8, 8)},
+                  str(tmp_path / f"checkpoint-{step}" / "model.safetensors"))
+    two = _run_of(tmp_path)
+    assert all(t.digest for c in two.checkpoints for t in c.tensors())
+    pair = two.checkpoint_analysis["unchanged"]["pairs"][0]
+    assert (pair["identical"], pair["compared"]) == (1, 2)
+    one = _run_of(tmp_path / "checkpoint-10")
+    assert [t.digest for t in one.checkpoints[0].tensors()] == [None, None]
+    assert one.checkpoint_analysis["unchanged"]["pairs"] == []

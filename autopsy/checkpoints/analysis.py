@@ -67,36 +67,63 @@ def layer_of(name: str) -> str:
 _ORDERED: dict[int, tuple[Any, tuple, list[tuple[str, TensorStat]]]] = {}
 
 
-def weight_tensors(ck: Checkpoint) -> list[tuple[str, TensorStat]]:
+def weight_tensors(ck: Checkpoint, ordered: bool = True) -> list[tuple[str, TensorStat]]:
     """(file, tensor) of model weights in model order: pickle order for torch files, else by name.
 
-    The order is computed once per checkpoint (the analysis and the detectors ask for it several
-    times; sorting a 100k-tensor MoE checkpoint by name costs ~0.3 s) and remembered while the
-    checkpoint object lives and its files' tensor lists are the same objects of the same lengths."""
-    sig = tuple((f.path, id(f.tensors), len(f.tensors)) for f in ck.files)
-    hit = _ORDERED.get(id(ck))
-    if hit is not None and hit[0]() is ck and hit[1] == sig:
-        return list(hit[2])
+    ``ordered=False``: the same pairs in the files' order, without the sort. Why: sorting a
+    100k-tensor MoE checkpoint by name costs ~0.4 s, while most callers keep a handful of tensors
+    (the non-finite ones, LoRA B, fp16 risks): they filter this list and put what they keep in model
+    order with :func:`model_order` (the same order as filtering the sorted list: the sort is stable).
+    The full order is computed once per checkpoint and remembered while the checkpoint object lives
+    and its files' tensor lists are the same objects of the same lengths."""
+    if ordered:
+        sig = tuple((f.path, id(f.tensors), len(f.tensors)) for f in ck.files)
+        hit = _ORDERED.get(id(ck))
+        if hit is not None and hit[0]() is ck and hit[1] == sig:
+            return list(hit[2])
+    out, needs_sort = _file_order(ck)
+    if not ordered or not needs_sort:
+        return out
+    out = model_order(ck, out)
+    key = id(ck)
+    _ORDERED[key] = (weakref.ref(ck, lambda _ref, k=key: _ORDERED.pop(k, None)), sig, out)
+    return list(out)
+
+
+def _file_order(ck: Checkpoint) -> tuple[list[tuple[str, TensorStat]], bool]:
+    """The weights in the files' order, and whether model order needs a sort (:func:`_needs_sort`)."""
     out: list[tuple[str, TensorStat]] = []
+    for f in ck.files:
+        role = role_of(f.path.rsplit("/", 1)[-1])
+        if role in ("weights", "deepspeed_model"):
+            out.extend((f.path, t) for t in f.tensors)
+        elif role == "resume":
+            out.extend((f.path, t) for t in f.tensors if not t.name.startswith(_NON_WEIGHT_PREFIX))
+    return out, _needs_sort(ck)
+
+
+def model_order(ck: Checkpoint, pairs: list[tuple[str, TensorStat]]) -> list[tuple[str, TensorStat]]:
+    """``pairs`` taken from ``weight_tensors(ck, ordered=False)`` (in that order), in model order."""
+    if len(pairs) < 2 or not _needs_sort(ck):
+        return list(pairs)
+    keys = [model_order_key(t.name) for _, t in pairs]
+    order = sorted(range(len(pairs)), key=keys.__getitem__)
+    return [pairs[i] for i in order]
+
+
+def _needs_sort(ck: Checkpoint) -> bool:
+    """Whether the files' order is not model order: safetensors files keep none (tensors are stored by
+    dtype and name), nor does a checkpoint whose weights come from more than one file."""
     ordered = True
     sources = 0
     for f in ck.files:
         role = role_of(f.path.rsplit("/", 1)[-1])
-        n = len(out)
         if role in ("weights", "deepspeed_model"):
-            out.extend((f.path, t) for t in f.tensors)
             ordered = ordered and f.format != "safetensors"
+            sources += bool(f.tensors)
         elif role == "resume":
-            out.extend((f.path, t) for t in f.tensors if not t.name.startswith(_NON_WEIGHT_PREFIX))
-        sources += len(out) > n
-    if not ordered or sources > 1:
-        keys = [model_order_key(t.name) for _, t in out]
-        order = sorted(range(len(out)), key=keys.__getitem__)
-        del keys
-        out = [out[i] for i in order]
-    key = id(ck)
-    _ORDERED[key] = (weakref.ref(ck, lambda _ref, k=key: _ORDERED.pop(k, None)), sig, out)
-    return list(out)
+            sources += any(not t.name.startswith(_NON_WEIGHT_PREFIX) for t in f.tensors)
+    return not ordered or sources > 1
 
 
 def optimizer_tensors(ck: Checkpoint) -> list[tuple[str, TensorStat]]:
@@ -126,10 +153,11 @@ def _tensor_entry(path: str, t: TensorStat) -> dict[str, Any]:
 def analyze(checkpoints: list[Checkpoint]) -> dict[str, Any]:
     cks = _order(checkpoints)
     out: dict[str, Any] = {"checkpoints": [], "first_bad": None, "last_clean": None}
-    weights = {c.path: weight_tensors(c) for c in cks}
+    # file order: every use below keeps a few tensors (or counts) and orders only those
+    weights = {c.path: weight_tensors(c, ordered=False) for c in cks}
     for c in cks:
         w = weights[c.path]
-        bad_w = [(p, t) for p, t in w if t.nonfinite]
+        bad_w = model_order(c, [(p, t) for p, t in w if t.nonfinite])
         bad_o = [(p, t) for p, t in optimizer_tensors(c) if t.nonfinite]
         out["checkpoints"].append({"checkpoint": c.path, "step": c.step, "kind": c.kind, "tensors": len(w),
                                    "nonfinite_tensors": len(bad_w), "nonfinite_optimizer_tensors": len(bad_o)})
@@ -158,7 +186,9 @@ def analyze(checkpoints: list[Checkpoint]) -> dict[str, Any]:
                           for c in cks if c.deepspeed and c.deepspeed.get("n_zero3_empty")]
     near, cast = [], []
     for c in cks:
-        for _p, t in weights[c.path]:
+        risky = [(p, t) for p, t in weights[c.path] if (t.max_abs or 0) > FP16_MAX or (t.dtype == "F16" and (
+                 (t.max_abs or 0) >= FP16_NEAR_LIMIT or t.posinf or t.neginf))]
+        for _p, t in model_order(c, risky):
             if t.dtype == "F16" and ((t.max_abs or 0) >= FP16_NEAR_LIMIT or t.posinf or t.neginf):
                 near.append({"checkpoint": c.path, "step": c.step, "tensor": t.name, "max_abs": t.max_abs,
                              "posinf": t.posinf, "neginf": t.neginf})
@@ -237,7 +267,7 @@ def _parent(path: str) -> str:
 
 def _lora_b(cks: list[Checkpoint], weights: dict[str, list[tuple[str, TensorStat]]]) -> dict[str, Any] | None:
     for c in reversed(cks):
-        lb = [t for _, t in weights[c.path] if _LORA_B.search(t.name)]
+        lb = [t for _, t in model_order(c, [(p, t) for p, t in weights[c.path] if _LORA_B.search(t.name)])]
         if lb:
             zero = [t.name for t in lb if t.all_zero]
             return {"checkpoint": c.path, "step": c.step, "n_lora_b": len(lb), "n_all_zero": len(zero),

@@ -35,13 +35,17 @@ MAX_SIDE_JSON = 50 * 1024 * 1024
 def collect(builder: Any, discovery: Any) -> None:
     groups = group_files(discovery.files)
     todo = [f for g in groups for f in g.files]
+    # digests only serve the comparison of consecutive checkpoints (analysis "unchanged"): with a single
+    # checkpoint there is nothing to compare, and the digest is a pass over every byte (and a string per
+    # tensor: ~0.3 s of a 100k-tensor file)
+    digest = len(groups) > 1
     rr = sys.modules.get("autopsy.checkpoints.remote_run")
     if len(todo) <= 1 or (rr is not None and rr.PLACEHOLDERS):  # one file, or remote ones (each read by
         # parallel range requests already; one at a time keeps the memory to one reader's blocks): no thread
-        scans = {f.path: _scan(f) for f in todo}
+        scans = {f.path: _scan(f, digest) for f in todo}
     else:
         with ThreadPoolExecutor(max_workers=auto_workers()) as pool:
-            scans = dict(zip((f.path for f in todo), pool.map(_scan, todo)))
+            scans = dict(zip((f.path for f in todo), pool.map(lambda f: _scan(f, digest), todo)))
     checkpoints = []
     for g in groups:
         ck = build_checkpoint(g, [scans[f.path] for f in g.files], builder.rel)
@@ -54,15 +58,15 @@ def collect(builder: Any, discovery: Any) -> None:
     builder.run.checkpoint_analysis = analyze(checkpoints)
 
 
-def _scan(f: Found) -> FileScan:
+def _scan(f: Found, digest: bool = True) -> FileScan:
     """A local file, or (``autopsy run URL``) the remote safetensors object a placeholder stands for."""
     rr = sys.modules.get("autopsy.checkpoints.remote_run")  # loaded only by a remote run
     remote = rr.PLACEHOLDERS.get(str(f.path)) if rr is not None else None
     if remote is None:
-        return scan_file(f.path, f.kind)
+        return scan_file(f.path, f.kind, digest=digest)
     from autopsy.checkpoints.remote import scan_remote_file
 
-    scan = scan_remote_file(remote[0], digest=True, size=remote[1], source=remote[2])
+    scan = scan_remote_file(remote[0], digest=digest, size=remote[1], source=remote[2])
     if scan.problems:  # the report shows the placeholder's relative path: the URL goes into the message
         scan.problems = [(st, f"{remote[0]}: {m}") for st, m in scan.problems]
     scan.path = f.path

@@ -195,9 +195,10 @@ class HttpSource:
             c.close()
             self._local.conns.clear()
 
-    def _body(self, r: Any, c: Any, offset: int, n: int) -> Any:
-        """The body of a 206 response for ``n`` bytes at ``offset``, read into one new buffer (a ``bytearray``);
-        errors for anything else. Never more than ``n`` bytes are taken, whatever the server says."""
+    def _body(self, r: Any, c: Any, offset: int, n: int, into: bytearray | None = None) -> Any:
+        """The body of a 206 response for ``n`` bytes at ``offset``, read into one new buffer (a ``bytearray``),
+        or into ``into`` when it is large enough (then a memoryview of it is returned); errors for anything
+        else. Never more than ``n`` bytes are taken, whatever the server says."""
         if r.status == 404:
             self._drop(r, c)
             raise FileNotFoundError("HTTP 404")
@@ -217,8 +218,8 @@ class HttpSource:
             raise OSError(f"HTTP 206 with Content-Range {r.getheader('Content-Range')!r} for bytes {offset}-{offset + n - 1}")
         self.size = int(m[3])
         length = int(m[2]) - offset + 1
-        buf = bytearray(length)
-        view = memoryview(buf)
+        buf = into if into is not None and len(into) >= length else bytearray(length)
+        view = memoryview(buf)[:length]
         got = 0
         while got < length:
             k = r.readinto(view[got:])
@@ -230,9 +231,13 @@ class HttpSource:
         with self._lock:
             self.requests += 1
             self.bytes_read += got
+        if buf is into:
+            return view[:got]
         return buf if got == length else bytes(view[:got])
 
-    def read(self, offset: int, n: int) -> Any:
+    def read(self, offset: int, n: int, into: bytearray | None = None) -> Any:
+        """``n`` bytes at ``offset`` (fewer at the end); ``into``: a buffer to read them into (a memoryview
+        of it is returned), so that a scan reuses a few buffers instead of mapping a fresh one per block."""
         end = min(self.size, offset + n)
         if end <= offset:
             return b""
@@ -243,7 +248,7 @@ class HttpSource:
                 return head
             offset += len(head)
         r, c = self._request(self._target, offset, end - offset, self._headers)
-        body = self._body(r, c, offset, end - offset)
+        body = self._body(r, c, offset, end - offset, None if head else into)
         return head + body if head else body
 
     def close(self) -> None:
@@ -291,12 +296,18 @@ class RemoteReader:
         self._next = lo  # start of the next block to request
         self._hi = hi
         self._pool = ThreadPoolExecutor(max_workers=IN_FLIGHT)
-        self._inflight: deque[tuple[int, Future[bytes]]] = deque()
-        self._blocks: deque[tuple[int, bytes]] = deque()  # fetched, in order, covering [base, ...)
+        self._inflight: deque[tuple[int, Future[Any], bytearray | None]] = deque()
+        # fetched, in order, covering [base, ...): (offset, bytes, the pooled buffer holding them or None)
+        self._blocks: deque[tuple[int, Any, bytearray | None]] = deque()
         self._scratch: dict[type, np.ndarray] = {}
+        # buffers of blocks already scanned, for the next requests: a fresh 4 MiB buffer per block is a fresh
+        # memory map (the allocator maps blocks >= 1 MiB, autopsy/_memory.py) whose page faults doubled the
+        # system time of a remote scan; only sources that read ``into`` a buffer (HttpSource) use them
+        self._free: list[bytearray] = []
+        self._pooled = isinstance(source, HttpSource)
         pre = getattr(source, "prefix", b"")  # already fetched with the header: never requested twice
         if lo < min(hi, len(pre)):
-            self._blocks.append((lo, memoryview(pre)[lo:min(hi, len(pre))]))
+            self._blocks.append((lo, memoryview(pre)[lo:min(hi, len(pre))], None))
             self._next = min(hi, len(pre))
             if progress is not None:
                 progress(self._next - lo)
@@ -305,34 +316,61 @@ class RemoteReader:
     def _fill(self) -> None:
         while len(self._inflight) < IN_FLIGHT and self._next < self._hi:
             n = min(BLOCK_BYTES, self._hi - self._next)
-            self._inflight.append((self._next, self._pool.submit(self.source.read, self._next, n)))
+            if self._pooled:
+                buf = self._free.pop() if self._free else bytearray(BLOCK_BYTES)
+                fut = self._pool.submit(self.source.read, self._next, n, buf)
+            else:
+                buf, fut = None, self._pool.submit(self.source.read, self._next, n)
+            self._inflight.append((self._next, fut, buf))
             self._next += n
 
     def _covered_to(self) -> int:
         return self._blocks[-1][0] + len(self._blocks[-1][1]) if self._blocks else -1
 
-    def bytes_at(self, offset: int, length: int) -> np.ndarray | None:
+    def _drop_behind(self, offset: int) -> None:
+        """Forget the blocks that end before ``offset`` (offsets only grow); their buffers go back to the pool."""
         while self._blocks and self._blocks[0][0] + len(self._blocks[0][1]) <= offset:
-            self._blocks.popleft()  # behind us: offsets only grow
+            _, data, buf = self._blocks.popleft()
+            if buf is not None:
+                self._recycle(data, buf)
+
+    def _recycle(self, data: Any, buf: bytearray) -> None:
+        """``buf`` back to the pool, unless something still views it: a resize of a bytearray with live
+        exports (a memoryview, a numpy array over it) raises BufferError, so a buffer still in use is never
+        overwritten; it is then left to be freed."""
+        if isinstance(data, memoryview):
+            try:
+                data.release()
+            except BufferError:
+                return
+        try:
+            buf.append(0)
+            buf.pop()
+        except BufferError:
+            return
+        if len(self._free) < IN_FLIGHT:
+            self._free.append(buf)
+
+    def bytes_at(self, offset: int, length: int) -> np.ndarray | None:
+        self._drop_behind(offset)
         while self._covered_to() < offset + length:
             if not self._inflight:
                 return None
-            start, fut = self._inflight.popleft()
+            start, fut, buf = self._inflight.popleft()
             data = fut.result()
             if self.progress is not None:
                 self.progress(len(data))
             if self._blocks and self._covered_to() != start:
                 return None
-            self._blocks.append((start, data))
+            self._blocks.append((start, data, buf if isinstance(data, memoryview) else None))
             if len(data) == 0:
                 return None
             self._fill()
-            while self._blocks and self._blocks[0][0] + len(self._blocks[0][1]) <= offset:
-                self._blocks.popleft()
+            self._drop_behind(offset)
         if not self._blocks or self._blocks[0][0] > offset:
             return None
         out, pos, end = [], offset, offset + length
-        for start, data in self._blocks:
+        for start, data, _ in self._blocks:
             if start >= end:
                 break
             a, b = max(pos, start), min(end, start + len(data))
@@ -353,11 +391,12 @@ class RemoteReader:
             if piece is None:
                 break
             feed(acc, piece)
+            piece = None  # no view of a block is kept: its buffer can be reused (see _recycle)
             got += n
         return to_stat(name, dtype, shape, numel, acc), got
 
     def close(self) -> None:
-        for _, fut in self._inflight:
+        for _, fut, _ in self._inflight:
             fut.cancel()
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._blocks.clear()
@@ -419,7 +458,9 @@ def _list_fs(url: str) -> tuple[Any, str]:
         rest = url[len("hf://"):]
         if rest.startswith("models/"):
             rest = rest[len("models/"):]
-        return fsspec.filesystem("hf", token=os.environ.get("HF_TOKEN")), rest.rstrip("/")
+        # the endpoint is passed, not left to huggingface_hub's constants: those read HF_ENDPOINT once, at import
+        endpoint = os.environ.get("HF_ENDPOINT", "").rstrip("/") or None
+        return fsspec.filesystem("hf", token=os.environ.get("HF_TOKEN"), endpoint=endpoint), rest.rstrip("/")
     return fsspec.core.url_to_fs(url)
 
 

@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from autopsy.checkpoints.scanfile import FileScan, Reader
-from autopsy.checkpoints.smallbatch import BATCH_BYTES, BATCHABLE, SMALL_TENSOR_BYTES, stat_batch
+from autopsy.checkpoints.smallbatch import (
+    BATCH_BYTES,
+    BATCH_BYTES_NO_DIGEST,
+    BATCH_TENSORS,
+    BATCHABLE,
+    SMALL_TENSOR_BYTES,
+    stat_batch,
+)
 from autopsy.checkpoints.stats import DTYPE_BITS, UNCHECKED_DTYPES
 
 #: the official library refuses headers above this size (MAX_HEADER_SIZE)
@@ -191,12 +198,13 @@ def scan_entries(scan: FileScan, reader: Any, entries: list[tuple[str, str, list
     batch: list[tuple[str, str, list[int], int, int]] = []
     limit = scan.bytes - data_start
     b_dtype, b_end, b_lo = None, -1, 0
+    batch_bytes = BATCH_BYTES if digest else BATCH_BYTES_NO_DIGEST
     for e in entries:
         name, dtype, shape, begin, end = e
         if end > limit:
             continue  # reported as truncated above
         if 0 < end - begin <= SMALL_TENSOR_BYTES and dtype in BATCHABLE:
-            if dtype != b_dtype or begin != b_end or end - b_lo > BATCH_BYTES:
+            if dtype != b_dtype or begin != b_end or end - b_lo > batch_bytes or len(batch) >= BATCH_TENSORS:
                 if batch:
                     _flush(scan, reader, batch, data_start, digest)
                 b_dtype, b_lo = dtype, begin

@@ -78,6 +78,7 @@ _TENSOR = ('{"name": %s, "dtype": %s, "shape": [%s], "numel": %d, "nan": %d, "po
            '"max_abs": %s, "zero_fraction": %s, "all_zero": %s, "digest": %s}')
 _STR = json.encoder.encode_basestring_ascii  # what the encoder does to a str (C)
 _FLOAT = float.__repr__  # what the encoder does to a finite float
+_ONLY_INTS = {int}.issuperset  # of map(type, shape): every dimension a plain int (one C call, no generator)
 
 
 def _tensors_text(tensors: list[TensorStat]) -> str:
@@ -87,7 +88,7 @@ def _tensors_text(tensors: list[TensorStat]) -> str:
     for t in tensors:
         n, m, z = t.numel, t.max_abs, t.zeros
         shape = t.shape
-        if type(n) is not int or any(type(x) is not int for x in shape) or (m is not None and type(m) is not float):
+        if type(n) is not int or not _ONLY_INTS(map(type, shape)) or (m is not None and type(m) is not float):
             out.append(_ENC.encode(_tensor_json(t)))  # anything unusual: the encoder itself
             continue
         out.append(_TENSOR % (

@@ -22,11 +22,18 @@ import numpy as np
 from autopsy.checkpoints.stats import _M64, CHUNK_BYTES, FLOAT_DTYPES, IEEE, INT_UINT, _decode_max
 from autopsy.model import TensorStat
 
-#: tensors up to this many bytes are batched (one chunk of the one-tensor path, so the digest matches)
-SMALL_TENSOR_BYTES = 64 * 1024
+#: tensors up to this many bytes are batched (one chunk of the one-tensor path, so the digest matches).
+#: MoE experts are often 50-500 KB each: one at a time they cost ~45 us of per-call overhead each
+SMALL_TENSOR_BYTES = CHUNK_BYTES
 assert SMALL_TENSOR_BYTES <= CHUNK_BYTES
 #: bytes of tensor data per batch: the digest pass needs ~32 bytes of scratch per byte (~8 MB here)
 BATCH_BYTES = 256 * 1024
+#: the same without digests (``autopsy scan``, a run with one checkpoint): ~3 bytes of scratch per byte;
+#: a 0.76 GB shard of 80 KB experts scanned in ~20% less CPU than with 256 KiB batches
+BATCH_BYTES_NO_DIGEST = 2 * 1024 * 1024
+#: tensors per batch at most: 2 MiB of 16-byte tensors would be 131k entries and stats built at once
+#: (+15 MB peak for a 100k-tensor file); this many keeps a batch's Python objects to a few MB
+BATCH_TENSORS = 16384
 #: dtypes batched (others - FNUZ fp8, E8M0, F4, F6 - take the one-tensor path)
 BATCHABLE = set(IEEE) | set(INT_UINT)
 _FLOAT_VIEW = {"F64": np.float64, "F32": np.float32, "C64": np.float32, "C128": np.float64, "F16": np.float16}
