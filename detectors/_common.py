@@ -183,6 +183,33 @@ def points(run: Run, metric: str) -> Series:
     return Series(run, arr.steps, arr.values, arr.rows)
 
 
+#: step-counter restarts (back to the first step) that still read as attempts pasted one after the other; more are a
+#: per-epoch counter the parser could not compose (``Epoch 2, Step 0``), not runs
+MAX_ATTEMPTS = 3
+
+
+def latest_attempt(pts: Series) -> Series:
+    """The points of the last attempt when a log holds several runs one after the other (a rerun pasted below the
+    failed one, or a restart from scratch): in file order the step counter falls back to the first step it showed.
+    Without such a restart (or with many: an epoch-local counter) the series is returned as is."""
+    if len(pts) < 2 or len(np.unique(pts.steps)) == len(pts):
+        return pts
+    run = pts._run
+    if run is None or "line" not in run.scalars:
+        return pts
+    lines = run.scalars["line"].to_numpy(dtype="float64", na_value=np.nan)[np.asarray(pts.rows)]
+    if np.isnan(lines).any():
+        return pts  # not all from one text log: no file order to read a restart from
+    order = np.argsort(lines, kind="stable")
+    st = pts.steps[order]
+    back = np.flatnonzero((st[1:] < st[:-1]) & (st[1:] <= st[0])) + 1
+    if not back.size or back.size >= MAX_ATTEMPTS:
+        return pts
+    keep = np.zeros(len(pts), dtype=bool)
+    keep[order[int(back[-1]):]] = True
+    return pts.select(keep)
+
+
 def value_at(pts: Sequence[Point], step: int) -> Point | None:
     """The last point at or before ``step``."""
     if isinstance(pts, Series):

@@ -37,6 +37,7 @@ from detectors._common import (
     divergence_floor,
     fmt,
     is_policy_gradient_run,
+    latest_attempt,
     nonfinite_onset,
     points,
     value_at,
@@ -71,7 +72,7 @@ MIN_LATE_LOGS = 6
 def detect(run: Run) -> Iterable[Finding]:
     if nonfinite_onset(run) is not None or is_policy_gradient_run(run):
         return  # NaN runs are NUM001/OPT001's; RL surrogate losses are not judged by level
-    loss = points(run, "loss").finite_only()
+    loss = latest_attempt(points(run, "loss")).finite_only()
     exploded = _exploded(run, loss)
     if exploded is not None:
         yield exploded

@@ -588,3 +588,21 @@ def test_every_term_nan_after_the_first_says_nothing_about_the_data(tmp_path: Pa
            "=> STEP  751   lr: 0.000601   giou_loss:  nan   conf_loss:  nan   prob_loss:  nan   total_loss:  nan\n")
     a = _run(tmp_path, log)
     assert not [f for f in a.diagnosis.findings if f.code == "DATA001"]
+
+
+def test_a_rerun_pasted_below_the_failed_run_is_judged_on_its_own(tmp_path: Path):
+    # https://github.com/ml-explore/mlx-examples/issues/620 (mlx-lm LoRA: the first run's head, then the rerun)
+    first = ("Iter 1: Val loss 2.381, Val took 16.942s\n"
+             "Iter 25: Train loss 8.108, Learning Rate 7.000e-05, It/sec 0.984, Tokens/sec 384.079, Trained Tokens 9761, "
+             "Peak mem 6.906 GB\n"
+             "Iter 50: Train loss 6.509, Learning Rate 7.000e-05, It/sec 0.934, Tokens/sec 364.859, Trained Tokens 19531, "
+             "Peak mem 7.058 GB\n")
+    rerun = "Training\nStarting training..., iters: 2596\nIter 1: Val loss 2.086, Val took 17.177s\n" + "".join(
+        f"Iter {i}: Train loss {v}, Learning Rate 7.000e-05, It/sec 0.999, Tokens/sec 387.697, Trained Tokens 9699, "
+        "Peak mem 8.104 GB\n"
+        for i, v in ((25, 1.593), (50, 1.406), (75, 3.316), (100, 6.437), (125, 5.478), (150, 4.857), (175, 4.874),
+                     (200, 4.604)))
+    a = _run(tmp_path, first + "\n" + rerun)
+    div = [f for f in a.diagnosis.findings if f.code == "DIV001"]
+    assert div and "1.406 -> 4.604" in div[0].title  # the rerun's own best and end, not the first run's 8.108
+    assert a.diagnosis.verdict.status != "healthy"
