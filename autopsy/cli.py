@@ -21,6 +21,7 @@ from autopsy import __version__
 from autopsy.errors import UserError, debug_enabled
 from autopsy.model import SEVERITY_RANK
 
+
 class PlainHelpCommand(typer.core.TyperCommand):
     """Help text without rich-markup escapes: with rich installed, typer escapes ``[default: x]`` as
     ``\\[default: x]`` for HTML export even when rich markup is off (``rich_markup_mode=None``), and the

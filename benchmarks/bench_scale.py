@@ -62,7 +62,7 @@ def _write_safetensors(path: Path, tensors: list[tuple[str, str, list[int], int]
     raw += b" " * (-len(raw) % 8)
     with open(path, "wb") as fh:
         fh.write(struct.pack("<Q", len(raw)) + raw)
-        for i, (name, dtype, shape, nbytes) in enumerate(tensors):
+        for i, (name, dtype, _shape, nbytes) in enumerate(tensors):
             fh.write(fill(i, name, dtype, nbytes))
 
 

@@ -16,8 +16,8 @@ import yaml
 from conftest import EXAMPLES
 
 from autopsy.discover import Found, classify
-from autopsy.ingest.base import RunBuilder
 from autopsy.ingest import readers
+from autopsy.ingest.base import RunBuilder
 from autopsy.ingest.structured import READERS, lightning_metric
 from autopsy.model import Run
 

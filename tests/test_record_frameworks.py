@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from record_plants import Plant, all_finite, collate, tiny_llama, token_rows
 
 from autopsy.pipeline import analyze
 from autopsy.record.format import read_record
-from record_plants import Plant, all_finite, collate, tiny_llama, token_rows
 
 LAYER, STEP = 2, 4
 MODULE, GROUP = f"model.layers.{LAYER}.mlp", f"model.layers.{LAYER}"

@@ -11,11 +11,11 @@ import sys
 
 import pytest
 import torch
+from record_loop import PLANT_LAYER, PLANT_STEP, train
+from record_plants import all_finite
 
 from autopsy.pipeline import analyze
 from autopsy.record.format import read_record
-from record_loop import PLANT_LAYER, PLANT_STEP, train
-from record_plants import all_finite
 
 MODULE = f"model.layers.{PLANT_LAYER}.mlp"
 GROUP = f"model.layers.{PLANT_LAYER}"

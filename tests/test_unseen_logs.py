@@ -223,9 +223,9 @@ def test_nan_in_an_excerpt_from_mid_run_is_not_from_the_start(tmp_path: Path):
 
 
 # https://github.com/keras-team/keras/issues/5239 (Keras 1.2 Progbar: no per-step time; rmsprop at its default LR)
-KERAS1 = "".join(f"Epoch {e}/200\n50000/50000 [==============================] - 16s - loss: {l} - acc: 0.61 - "
+KERAS1 = "".join(f"Epoch {e}/200\n50000/50000 [==============================] - 16s - loss: {tl} - acc: 0.61 - "
                  f"val_loss: {v} - val_acc: 0.59\n"
-                 for e, (l, v) in enumerate([("1.6163", "1.1957"), ("1.2506", "1.0052"), ("1.1442", "1.2103"),
+                 for e, (tl, v) in enumerate([("1.6163", "1.1957"), ("1.2506", "1.0052"), ("1.1442", "1.2103"),
                                              ("1.1237", "0.9753"), ("1.1419", "1.2223"), ("1.1594", "1.2934"),
                                              ("1.1765", "1.2739"), ("1.2114", "1.2458")], start=1))
 
@@ -255,17 +255,17 @@ def test_an_exploded_loss_in_one_line_is_named(tmp_path: Path):
 
 def test_warmup_as_long_as_the_run_is_a_stalled_schedule(tmp_path: Path):
     # https://github.com/facebookresearch/d2go/issues/19 (detectron2 CommonMetricPrinter lines; config cells of the notebook)
-    log = "".join(f"[03/15 07:45:41 d2.utils.events]:  eta: 0:01:18  iter: {i}  total_loss: {l}  loss_cls: 0.7482  "
+    log = "".join(f"[03/15 07:45:41 d2.utils.events]:  eta: 0:01:18  iter: {i}  total_loss: {loss}  loss_cls: 0.7482  "
                   f"time: 0.2877  data_time: 0.0751  lr: {lr}  max_mem: 824M\n"
-                  for i, l, lr in ((19, "1.511", "2.3417e-07"), (39, "1.378", "2.175e-07"), (59, "1.466", "2.0083e-07")))
+                  for i, loss, lr in ((19, "1.511", "2.3417e-07"), (39, "1.378", "2.175e-07"), (59, "1.466", "2.0083e-07")))
     a = _run(tmp_path, log, "cfg.SOLVER.MAX_ITER = 300\ncfg.SOLVER.WARMUP_ITERS = 300\n")
     assert a.run.config.get("max_steps") == 300 and a.run.config.get("warmup_steps") == 300
     assert _verdict(a) == ("failed", "lr_schedule_stalled")
 
 
 def test_a_short_warmup_is_not_flagged(tmp_path: Path):
-    log = "".join(f"[03/15 07:45:41 d2.utils.events]:  eta: 0:01:18  iter: {i}  total_loss: {l}  lr: {lr}  max_mem: 824M\n"
-                  for i, l, lr in ((19, "1.511", "0.00025"), (39, "1.378", "0.00025"), (59, "1.266", "0.00025")))
+    log = "".join(f"[03/15 07:45:41 d2.utils.events]:  eta: 0:01:18  iter: {i}  total_loss: {loss}  lr: {lr}  max_mem: 824M\n"
+                  for i, loss, lr in ((19, "1.511", "0.00025"), (39, "1.378", "0.00025"), (59, "1.266", "0.00025")))
     a = _run(tmp_path, log, "cfg.SOLVER.MAX_ITER = 300\ncfg.SOLVER.WARMUP_ITERS = 30\n")
     assert a.diagnosis.verdict.status == "healthy"
 

@@ -540,7 +540,7 @@ def parse_generic(text: bytes, first_line: int, st: StepState, out: Collector,
         line = lines.at(m.start())
         norms = [k.replace(" ", "_") for k, _ in pairs]
         evaluation = _is_eval_line(norms)
-        for (k, v), norm in zip(pairs, norms):
+        for (_k, v), norm in zip(pairs, norms):
             low = norm.lower()
             if evaluation and low in _TRAIN_LOSS_KEYS:
                 # nanoGPT's ``step N: train loss X, val loss Y``: estimate_loss() over eval_iters batches of the
