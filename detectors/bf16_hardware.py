@@ -36,7 +36,12 @@ NEEDS = ("events", "config")
 NEEDS_ANY = True
 
 BF16_ERROR_RE = re.compile(r"(?:setup|device) doesn'?t support bf16|bf16.{0,40}requires? (?:an )?Ampere"
-                           r"|Bfloat16 is only supported on GPUs with compute capability", re.IGNORECASE)
+                           r"|Bfloat16 is only supported on GPUs with compute capability"
+                           r"|bf16 mixed precision requires PyTorch|bf16 precision was requested but not available",
+                           re.IGNORECASE)
+#: Ampere-or-newer NVIDIA parts (compute capability >= 8.0): bf16 is native, so a refusal there is the check's fault
+AMPERE_PLUS_RE = re.compile(r"\b(?:A100|A800|A10G?|A30|A40|A6000|A5000|A4000|L4|L40S?|H100|H800|H200|GH200|B100|B200|"
+                            r"GB200|RTX ?(?:30|40|50)[5-9]0(?: ?Ti)?|RTX ?A\d000)\b", re.IGNORECASE)
 #: pre-Ampere NVIDIA parts (compute capability < 8.0): Volta, Turing, Pascal, Maxwell, Kepler
 PRE_AMPERE_RE = re.compile(r"\b(?:V100|T4|P100|P40|P4|K80|K40|M60|M40|Titan ?V|Titan ?RTX|Quadro ?RTX ?\d+"
                            r"|RTX ?20[5-8]0(?: ?Ti| ?SUPER)?|GTX ?1[0-6]\d0(?: ?Ti)?|Tesla ?P\d+)\b", re.IGNORECASE)
@@ -66,6 +71,23 @@ def detect(run: Run) -> Iterable[Finding]:
     old_gpu = gpu if gpu and PRE_AMPERE_RE.search(gpu[0]) else None
     requested = _bf16_requested(run)
 
+    new_gpu = gpu if gpu and not old_gpu and AMPERE_PLUS_RE.search(gpu[0]) else None
+    if errors and new_gpu:
+        # the card has native bf16: the library's own availability check refused it (torchtune also wanted NCCL
+        # >= 2.10; accelerate a torch build it could not see bf16 in) - a setup or library fault, not the hardware
+        yield Finding(
+            code=CODE, name=SLUG, root_cause="framework_bug", severity="error", confidence=0.6,
+            title=f"bf16 refused on a GPU that supports it ({new_gpu[0]})",
+            message="The run stopped at start-up: " + errors[0].message.strip().splitlines()[-1][:200]
+                    + f", but {new_gpu[0]} is Ampere or newer: the library's availability check failed, not the card.",
+            first_step=errors[0].step,
+            evidence=[event_evidence(errors[0]), fact_evidence(new_gpu[1], f"GPU: {new_gpu[0]} (native bf16)")],
+            remedies=["Check what the library's bf16 check needs besides the card: torch.cuda.is_bf16_supported(), "
+                      "torch.distributed.is_nccl_available() and torch.cuda.nccl.version() >= (2, 10) (torchtune), a "
+                      "CUDA build of torch; upgrade the library if its check is known to be too strict."],
+            basis="direct", symptom="config_defect",
+        )
+        return
     if errors:
         evidence = [event_evidence(e) for e in errors[:2]]
         if requested:

@@ -51,7 +51,8 @@ EXPLAINED = re.compile(
     r"prepare_inputs_for_generation|tokenization mismatch|"
     # a trainer's own finiteness check raising (the nan_stop events): the non-finite value is the failure, not the raise
     r"Loss became infinite or NaN|Invalid loss, terminating|is not finite\. Previous best|NanLossDuringTraining|"
-    r"Nan in summary histogram|No inf checks were recorded",
+    r"Nan in summary histogram|No inf checks were recorded|"
+    r"bf16 precision was requested but not available|bf16 mixed precision requires",
     re.IGNORECASE)
 
 

@@ -606,3 +606,16 @@ def test_a_rerun_pasted_below_the_failed_run_is_judged_on_its_own(tmp_path: Path
     div = [f for f in a.diagnosis.findings if f.code == "DIV001"]
     assert div and "1.406 -> 4.604" in div[0].title  # the rerun's own best and end, not the first run's 8.108
     assert a.diagnosis.verdict.status != "healthy"
+
+
+TORCHTUNE_BF16 = ("RuntimeError: bf16 precision was requested but not available on this hardware. Please use fp32 "
+                  "precision instead.\n")  # https://github.com/meta-pytorch/torchtune/issues/891
+
+
+@pytest.mark.parametrize("gpu,cause", [("Tesla T4", "bf16_unsupported_hardware"),
+                                       ("NVIDIA GeForce RTX 4090", "framework_bug"),  # the thread's card: NCCL check
+                                       (None, "bf16_unsupported_hardware")])
+def test_torchtune_bf16_refusal_names_the_card_or_the_check(tmp_path: Path, gpu, cause):
+    a = _run(tmp_path, TORCHTUNE_BF16 + (f"GPU 0: {gpu} (UUID: GPU-5f0e)\n" if gpu else ""))  # nvidia-smi -L
+    assert _verdict(a) == ("failed", cause)
+    assert not [f for f in a.diagnosis.findings if f.code == "CRASH001" and f.severity == "error"]

@@ -126,6 +126,8 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     # accelerate (Accelerator.__init__ / launch): "bf16 mixed precision requires PyTorch >= 1.10 and a supported device."
     ("bf16_unsupported", re.compile(r"(?:doesn't|does not|don't|not) support bf16|bf16/gpu|"
                                     r"bf16 mixed precision requires PyTorch|"
+                                    # torchtune get_dtype: "bf16 precision was requested but not available on this hardware"
+                                    r"bf16 precision was requested but not available|"
                                     r"[Bb](?:f|float)16 is (?:only|not) supported|bf16 is not supported"), lambda m: {}),
     ("index_out_of_range", re.compile(r"index out of range in self|device-side assert triggered|"
                                       r"srcIndex < srcSelectDimSize|indexSelect\w*Kernel"), lambda m: {}),
@@ -166,7 +168,7 @@ TRIGGERS = (
     "labels in your dataset", "OOM when", "RESOURCE_EXHAUSTED", "srcIndex", "Assertion", "index out of range",
     "indexSelect", "device-side assert", "can't allocate", "grad_scale is too small", "grad scale is too small",
     "Loss became", "Invalid loss", "Monitored metric", "The gradients at all", "Nan in summary",
-    "ignored in loss calculation", "rainable params", "No inf checks", "mixed precision requires",
+    "ignored in loss calculation", "rainable params", "No inf checks", "mixed precision requires", "precision was requested",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the
