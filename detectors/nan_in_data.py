@@ -32,6 +32,7 @@ import numpy as np
 from autopsy.model import Finding, Run
 from detectors._common import (
     FP16_MAX,
+    Onset,
     bf16_or_fp32,
     event_evidence,
     fmt,
@@ -68,16 +69,18 @@ DATA_SOURCE = re.compile(r"(?i)(?:^|[/\\\s])((?:[\w.-]*/)*[\w.-]*(?:data|loader|
 
 def detect(run: Run) -> Iterable[Finding]:
     """One finding per run: the pipeline's own warning when there is one, with the calm-curve evidence added."""
-    warned = next(iter(_data_pipeline_warnings(run)), None)
-    calm = next(iter(_calm_curve_nan(run)), None)
+    onset = nonfinite_onset(run)
+    warned = _data_pipeline_warnings(run, onset)
+    calm = _calm_curve_nan(run, onset)
     if warned is not None and calm is not None:
         warned.evidence += [ev for ev in calm.evidence if ev not in warned.evidence]
         warned.confidence = max(warned.confidence, calm.confidence)
         warned.first_step = calm.first_step if warned.first_step is None else warned.first_step
-    if warned is not None or calm is not None:
-        yield warned or calm
-    else:
-        yield from list(_named_input_nan(run)) or _one_term_nan(run)
+    found = warned or calm
+    if found is None and onset is not None:
+        found = _named_input_nan(run, onset) or _one_term_nan(run, onset)
+    if found is not None:
+        yield found
 
 
 #: metrics that are not loss terms (rates, norms, timings, throughput, accuracy, counters)
@@ -87,7 +90,7 @@ NOT_A_TERM = re.compile(r"(?i)^(?:loss|total_loss|eval_.*|val_.*|test_.*)$|lr|le
 MIN_PARTIAL_LOGS = 2
 
 
-def _one_term_nan(run: Run) -> list[Finding]:
+def _one_term_nan(run: Run, onset: Onset) -> Finding | None:
     """One loss term is non-finite at several logs while the other terms of the same logs stay finite: the weights are
     sound (the other heads still compute), so the NaN is made by that term's inputs on some samples (a zero-width box
     in a log-space box encoding, an empty target), not by the optimisation, which would break every term."""
@@ -109,7 +112,7 @@ def _one_term_nan(run: Run) -> list[Finding]:
         (s0, others0), (s1, _) = partial[0], partial[-1]
         p0 = pts[int(np.flatnonzero(pts.steps == s0)[0])]
         box = re.search(r"(?i)box|bbox|reg|iou|loc", name) is not None
-        return [Finding(
+        return Finding(
             code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.6,
             title=f"Only {name} goes non-finite (steps {s0}..{s1}); {', '.join(others0[:3])} stay finite",
             message=(f"{name} is non-finite at {len(partial)} logs from step {s0} while {', '.join(others0[:4])} at the "
@@ -124,20 +127,19 @@ def _one_term_nan(run: Run) -> list[Finding]:
                        f"Check the inputs of {name} on the batches of those steps (empty targets, zero denominators)."),
                       "Filter NaN/Inf/empty samples at data preparation; skip non-finite batches in the loop and log their "
                       "indices."],
-        )]
-    return []
+        )
+    return None
 
 
-def _named_input_nan(run: Run) -> Iterable[Finding]:
+def _named_input_nan(run: Run, onset: Onset) -> Finding | None:
     """The loop or the loss said that inputs or samples were non-finite (``5/42 samples got nan grad``, ``batch
     contains NaN``) and the run went non-finite: the message names the data, whatever the curve looked like."""
-    onset = nonfinite_onset(run)
     named = run.events_of("nan_input")
-    if onset is None or not named:
-        return
+    if not named:
+        return None
     evidence = [event_evidence(e, f"the run reported non-finite input: \"{e.message.strip()[:160]}\"") for e in named[:2]]
     evidence.append(onset.evidence)
-    yield Finding(
+    return Finding(
         code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.7,
         title="Non-finite inputs reported, then the run went non-finite: suspect the data",
         message=(f"{len(named)} message(s) say samples or inputs were non-finite (first: \"{named[0].message.strip()[:120]}\"), "
@@ -150,24 +152,23 @@ def _named_input_nan(run: Run) -> Iterable[Finding]:
     )
 
 
-def _calm_curve_nan(run: Run) -> Iterable[Finding]:
+def _calm_curve_nan(run: Run, onset: Onset | None) -> Finding | None:
     """A NaN out of a calm loss and grad_norm curve: nothing diverged first, so a bad batch is the likeliest cause."""
-    onset = nonfinite_onset(run)
     if onset is None or onset.step is None or onset.metric == "eval_loss":
-        return  # an eval-only NaN with finite training is DATA002's (eval batches without supervised tokens)
+        return None  # an eval-only NaN with finite training is DATA002's (eval batches without supervised tokens)
     loss = points(run, "loss")
     loss = loss.select(loss.finite & (loss.values != 0.0))
     before = loss.before(onset.step)[-RECENT:]
     if len(before) < MIN_HISTORY or bool((loss.values > FP16_MAX).any()):
-        return
+        return None
     level = robust_level(before.values[:-1])
     if level is None or level <= 0 or before[-1].value > CALM_LOSS * level:
-        return
+        return None
     gn = points(run, "grad_norm").before(onset.step).finite_only()[-RECENT:]
     if len(gn) >= 2:
         glevel = robust_level(gn.values[:-1])
         if glevel and gn[-1].value > CALM_GRAD * glevel:
-            return
+            return None
     allpts = points(run, onset.metric)
     bad_steps = allpts.steps[~allpts.finite]
     recovered = bool(bad_steps.size) and bool(allpts.finite[-1]) and not onset.hidden_zero
@@ -193,7 +194,7 @@ def _calm_curve_nan(run: Run) -> Iterable[Finding]:
     steps_txt = ", ".join(str(s) for s in bad_steps[:8].tolist()) + (" ..." if len(bad_steps) > 8 else "")
     shape = (f"non-finite only at steps {steps_txt}, finite again afterwards" if recovered
              else f"non-finite from step {onset.step} on")
-    yield Finding(
+    return Finding(
         code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity=severity, confidence=conf,
         title=f"Abrupt NaN at step {onset.step} out of a calm curve: suspect the data",
         message=f"{onset.metric} is {shape}, with loss and grad_norm normal just before"
@@ -205,7 +206,7 @@ def _calm_curve_nan(run: Run) -> Iterable[Finding]:
     )
 
 
-def _data_pipeline_warnings(run: Run) -> Iterable[Finding]:
+def _data_pipeline_warnings(run: Run, onset: Onset | None) -> Finding | None:
     """numpy warns that the input pipeline computed NaN/Inf (``data.py:40: RuntimeWarning: invalid value encountered in
     sqrt``: a negative box width, a log of 0): the data carries non-finite values into the loss."""
     hits = []
@@ -215,14 +216,13 @@ def _data_pipeline_warnings(run: Run) -> Iterable[Finding]:
         if m and src:
             hits.append((e, m, src))
     if not hits:
-        return
+        return None
     e0, m0, s0 = hits[0]
-    onset = nonfinite_onset(run)
     evidence = [event_evidence(e, f"{src[1]}:{src[2]} computed {m[1]} in {m[2]}: non-finite values made by the input "
                                   "pipeline") for e, m, src in hits[:3]]
     if onset is not None:
         evidence.append(onset.evidence)
-    yield Finding(
+    return Finding(
         code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.75 if onset is not None else 0.6,
         title=f"The input pipeline computes NaN/Inf ({m0[1]} in {m0[2]}, {s0[1].rsplit('/', 1)[-1]}:{s0[2]})",
         message=(f"numpy warned {sum(e.count for e, _, _ in hits)} time(s) that data code produced non-finite values "
