@@ -48,12 +48,11 @@ AFTER_NAN_CONFIDENCE = 0.4
 EXPLAINED = re.compile(
     r"doesn't support bf16|does not support bf16|requires_grad|does not require grad|has no gradients|"
     r"loss scale already at minimum|index out of range in self|srcIndex < srcSelectDimSize|"
-    r"prepare_inputs_for_generation|tokenization mismatch|"
-    # a trainer's own finiteness check raising (the nan_stop events): the non-finite value is the failure, not the raise
-    r"Loss became infinite or NaN|Invalid loss, terminating|is not finite\. Previous best|NanLossDuringTraining|"
-    r"Nan in summary histogram|No inf checks were recorded|"
-    r"bf16 precision was requested but not available|bf16 mixed precision requires",
+    r"prepare_inputs_for_generation|tokenization mismatch",
     re.IGNORECASE)
+#: event kinds whose own line is the exception's: a trainer's finiteness check raising (the non-finite value is the
+#: failure, not the raise), GradScaler finding no gradients, a library refusing bf16 - named where they are read
+EXPLAINING_KINDS = ("nan_stop", "no_trainable_params", "bf16_unsupported")
 
 
 #: libraries whose *internal* failures (an assertion or runtime check in their own code) point at the library,
@@ -135,7 +134,9 @@ def detect(run: Run) -> Iterable[Finding]:
     remedies = [f"Fix the {exc_type} named in the traceback (see the frame it was raised in)."]
     if resume:
         remedies.append(resume[0].upper() + resume[1:] + ".")
-    if EXPLAINED.search(f"{exc_msg} {fatal.message}"):
+    named_here = any(e.kind in EXPLAINING_KINDS and e.source == fatal.source and e.line == fatal.line
+                     for e in run.events)
+    if named_here or EXPLAINED.search(f"{exc_msg} {fatal.message}"):
         yield Finding(code=CODE, name=SLUG, root_cause=None, severity="info", confidence=0.9,
                       title=f"The run died{at} with {exc_type}",
                       message=f"The run died{at}: {exc_type}: {exc_msg[:300]} (the cause is named by the other findings).",
