@@ -253,19 +253,23 @@ def test_an_exploded_loss_in_one_line_is_named(tmp_path: Path):
     assert _verdict(a) == ("failed", "lr_too_high")
 
 
+def _d2_lines(rows, between: str = "") -> str:
+    """detectron2 CommonMetricPrinter lines, (iter, total_loss, lr) per row."""
+    return "".join(f"[03/15 07:45:41 d2.utils.events]:  eta: 0:01:18  iter: {i}  total_loss: {loss}  {between}"
+                   f"lr: {lr}  max_mem: 824M\n" for i, loss, lr in rows)
+
+
 def test_warmup_as_long_as_the_run_is_a_stalled_schedule(tmp_path: Path):
     # https://github.com/facebookresearch/d2go/issues/19 (detectron2 CommonMetricPrinter lines; config cells of the notebook)
-    log = "".join(f"[03/15 07:45:41 d2.utils.events]:  eta: 0:01:18  iter: {i}  total_loss: {loss}  loss_cls: 0.7482  "
-                  f"time: 0.2877  data_time: 0.0751  lr: {lr}  max_mem: 824M\n"
-                  for i, loss, lr in ((19, "1.511", "2.3417e-07"), (39, "1.378", "2.175e-07"), (59, "1.466", "2.0083e-07")))
+    log = _d2_lines(((19, "1.511", "2.3417e-07"), (39, "1.378", "2.175e-07"), (59, "1.466", "2.0083e-07")),
+                    "loss_cls: 0.7482  time: 0.2877  data_time: 0.0751  ")
     a = _run(tmp_path, log, "cfg.SOLVER.MAX_ITER = 300\ncfg.SOLVER.WARMUP_ITERS = 300\n")
     assert a.run.config.get("max_steps") == 300 and a.run.config.get("warmup_steps") == 300
     assert _verdict(a) == ("failed", "lr_schedule_stalled")
 
 
 def test_a_short_warmup_is_not_flagged(tmp_path: Path):
-    log = "".join(f"[03/15 07:45:41 d2.utils.events]:  eta: 0:01:18  iter: {i}  total_loss: {loss}  lr: {lr}  max_mem: 824M\n"
-                  for i, loss, lr in ((19, "1.511", "0.00025"), (39, "1.378", "0.00025"), (59, "1.266", "0.00025")))
+    log = _d2_lines(((19, "1.511", "0.00025"), (39, "1.378", "0.00025"), (59, "1.266", "0.00025")))
     a = _run(tmp_path, log, "cfg.SOLVER.MAX_ITER = 300\ncfg.SOLVER.WARMUP_ITERS = 30\n")
     assert a.diagnosis.verdict.status == "healthy"
 
