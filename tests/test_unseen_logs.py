@@ -623,3 +623,16 @@ def test_torchtune_bf16_refusal_names_the_card_or_the_check(tmp_path: Path, gpu,
     a = _run(tmp_path, TORCHTUNE_BF16 + (f"GPU 0: {gpu} (UUID: GPU-5f0e)\n" if gpu else ""))  # nvidia-smi -L
     assert _verdict(a) == ("failed", cause)
     assert not [f for f in a.diagnosis.findings if f.code == "CRASH001" and f.severity == "error"]
+
+
+@pytest.mark.parametrize("blank", [0, 1])
+def test_a_model_id_on_the_line_after_from_pretrained_is_the_model(tmp_path: Path, blank: int):
+    # the usual layout of a pasted loading cell (the id on its own line, arguments after it)
+    cfg = ("model = AutoModelForCausalLM.from_pretrained(\n" + "\n" * blank + '    "google/gemma-2-9b",\n'
+           "    torch_dtype=torch.bfloat16,\n)\n")
+    a = _run(tmp_path, "{'loss': 2.31, 'grad_norm': 1.2, 'learning_rate': 1e-05, 'epoch': 0.1}\n", cfg)
+    assert a.run.config.get("model.name_or_path") == "google/gemma-2-9b"
+    (tmp_path / "x").mkdir()
+    b = _run(tmp_path / "x", "{'loss': 2.31, 'grad_norm': 1.2, 'learning_rate': 1e-05, 'epoch': 0.1}\n",
+             'names = [\n    "google/gemma-2-9b",\n]\n')  # a quoted id with no from_pretrained( above: not the model
+    assert b.run.config.get("model.name_or_path") is None

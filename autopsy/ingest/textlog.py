@@ -40,9 +40,10 @@ from autopsy.ingest.text_stream import LINE_CAP, Chunk, iter_chunks
 from autopsy.metrics import canonical
 
 KIND = "text_log"
-#: a line can hold a config fact only if it has one of these (skips tqdm/metric noise cheaply)
-#: \d.\d: pip/conda list rows; a quoted "org/name" alone: the model id of a from_pretrained( on the line before
-_FACT_HINT = re.compile(rb"=|: |--|NVIDIA|Tesla|GeForce|Quadro|version|\d\.\d|^[ \t]*[\"'][\w.-]+/[\w.-]+[\"']", re.M)
+#: a line can hold a config fact only if it has one of these (skips tqdm/metric noise cheaply); \d.\d: pip/conda rows
+_FACT_HINT = re.compile(rb"=|: |--|NVIDIA|Tesla|GeForce|Quadro|version|\d\.\d")
+#: lines after a ``from_pretrained(`` handed to the fact scanner whatever they hold (the model id alone on its line)
+PRETRAINED_FOLLOW = 2
 #: the letters of ranks._TAG_HINTS: a chunk without them has no rank tag (a cheaper test on the letters)
 _RANK_LETTERS = (b"rank", b"RANK", b"Rank", b"default", b"trainer")
 #: how far back (characters) an event looks for the tqdm bar it was printed after
@@ -76,6 +77,7 @@ class _TextLogReader:
         self.tb = TracebackTracker()
         self.facts = FactScanner(self._fact)
         self.fact_bytes = 0
+        self.fact_follow = 0  # lines still to hand to the fact scanner after a from_pretrained(
         self.frameworks: set[str] = set()
 
     def _fact(self, key: str, value: Any, line: int, original: str) -> None:
@@ -207,16 +209,33 @@ class _TextLogReader:
     def _facts(self, chunk: Chunk, used: Used) -> None:
         text = chunk.text
         lines = Lines(text, chunk.first_line)
+
+        def feed(ls: int, le: int) -> None:
+            if not used.covers(ls, le):
+                seg = text[ls:min(le, ls + LINE_CAP)]
+                self.facts.line(lines.at(ls), seg.decode("utf-8", "replace"))
+                if b"from_pretrained" in seg:
+                    self.fact_follow = PRETRAINED_FOLLOW
+
         done_to = -1
         for m in _FACT_HINT.finditer(text):
             if m.start() < done_to:
                 continue
-            ls, le = line_start(text, m.start()), line_end(text, m.start())
-            done_to = le
-            if used.covers(ls, le):
+            ls = line_start(text, m.start())
+            while self.fact_follow and done_to + 1 < ls:  # the lines after a from_pretrained(, hint or not
+                self.fact_follow -= 1
+                done_to = line_end(text, done_to + 1)
+                feed(line_start(text, done_to), done_to)
+            if m.start() < done_to:
                 continue
-            seg = text[ls:min(le, ls + LINE_CAP)]
-            self.facts.line(lines.at(ls), seg.decode("utf-8", "replace"))
+            done_to = line_end(text, m.start())
+            if self.fact_follow:
+                self.fact_follow -= 1
+            feed(ls, done_to)
+        while self.fact_follow and done_to + 1 < len(text):  # ... at the end of the chunk
+            self.fact_follow -= 1
+            done_to = line_end(text, done_to + 1)
+            feed(line_start(text, done_to), done_to)
 
     # -- end of file -----------------------------------------------------------------------
     def _finish(self) -> None:
