@@ -111,6 +111,7 @@ def _one_term_nan(run: Run, onset: Onset) -> Finding | None:
             continue
         (s0, others0), (s1, _) = partial[0], partial[-1]
         p0 = pts[int(np.flatnonzero(pts.steps == s0)[0])]
+        beside = ", ".join(f"{m} {fmt(float(terms[m].values[terms[m].steps == s0][0]))}" for m in others0[:4])
         box = re.search(r"(?i)box|bbox|reg|iou|loc", name) is not None
         return Finding(
             code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.6,
@@ -119,8 +120,8 @@ def _one_term_nan(run: Run, onset: Onset) -> Finding | None:
                      "same logs are finite: the shared weights still compute, so the NaN comes from that term's inputs "
                      "on some samples" + (" (a box with zero or negative width/height, whose log-space regression target "
                                           "is -inf or NaN)" if box else "") + "."),
-            first_step=s0, evidence=[p0.evidence(f"{name} = {fmt(p0.value)} at step {s0} while {', '.join(others0[:4])} "
-                                                 "are finite"), onset.evidence],
+            first_step=s0, evidence=[p0.evidence(f"{name} = {fmt(p0.value)} at step {s0} while {beside} are finite"),
+                                onset.evidence],
             basis="inferred", symptom="nonfinite_loss",
             remedies=[("Validate the annotations: drop boxes with x2 <= x1 or y2 <= y1 (after resizing/flipping too) and "
                        "images without boxes." if box else
