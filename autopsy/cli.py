@@ -320,11 +320,29 @@ app.command("watch")(watch_cmd)
 from autopsy import many_cli  # noqa: E402,F401 - registers compare and sweep (autopsy/many_cli.py)
 
 
+#: exit status after SIGTERM (128 + the signal's number, as shells report it)
+TERM_EXIT = 128 + 15
+
+
+def _exit_on_term(signum: int, frame: object) -> None:
+    """SIGTERM (``timeout``, a CI job cancelled, ``kill``) unwinds like Ctrl-C, so ``finally`` blocks run and
+    the private folders archives and stdin were unpacked into are removed instead of left in the temp dir."""
+    raise SystemExit(TERM_EXIT)
+
+
+def _handle_term() -> None:
+    import signal
+
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # never replace a handler the embedder chose
+        signal.signal(signal.SIGTERM, _exit_on_term)
+
+
 def main() -> None:
     from autopsy._memory import tune_allocator, tune_gc
 
     tune_allocator()
     tune_gc()
+    _handle_term()
     try:
         app()
     except KeyboardInterrupt:
