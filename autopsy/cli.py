@@ -319,7 +319,6 @@ app.command("watch")(watch_cmd)
 
 from autopsy import many_cli  # noqa: E402,F401 - registers compare and sweep (autopsy/many_cli.py)
 
-
 #: exit status after SIGTERM (128 + the signal's number, as shells report it)
 TERM_EXIT = 128 + 15
 
