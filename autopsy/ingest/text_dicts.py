@@ -47,6 +47,9 @@ _BAR_AT = re.compile(rb"\|\s*(\d{1,18})/(\d{1,18})\s*\[")
 _SUMMARY_KEYS = {"train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos", "train_loss"}
 _EVAL_PREFIX = ("eval_", "test_", "predict_")
 _STEP_KEYS = ("step", "global_step", "current_steps")
+#: values only a printed configuration holds: a metrics record (HF, TRL, ms-swift, LLaMA-Factory) is numbers and
+#: the odd string, never a Python boolean or None
+_CONFIG_TELLS = {b"True", b"False", b"None"}
 _KIND_CODE = {"train": 0, "eval": 1, "summary": 2}
 #: dict layouts remembered per file (train, eval, summary, a few trainer-specific ones)
 MAX_SIGS = 64
@@ -69,6 +72,8 @@ class _Sig:
 
 
 def _build_sig(pairs: list[tuple[bytes, bytes]], out: Collector) -> _Sig | None:
+    if any(raw.strip() in _CONFIG_TELLS for _, raw in pairs):
+        return None  # a printed args/config dict (``vars(args)``, a ``defaultdict``): trainers never log booleans
     keys = [key_str(k) for k, _ in pairs]
     nums = [i for i, (_, raw) in enumerate(pairs) if to_float(raw) is not None]
     num_keys = [keys[i] for i in nums]

@@ -79,6 +79,11 @@ _EPOCH = re.compile(rb"\b(?:[Ee]poch|EPOCH)\b\s*[:=#]?\s*\[?\s*(\d+)")
 _OTHER_PAIRS = re.compile(
     rb"(?<![\w/.-])((?i:lr|learning[_ ]rate|grad[_ ]norm|gnorm))[ \t]*(?:[:=][ \t]*|[ \t])(" + NUM + rb")(?![\w.])")
 _DIGITS = re.compile(rb"\d+")
+#: a line opening with its counter, after an optional timestamp or ``[INFO]``-style prefix in brackets
+_LEADING_COUNTER = re.compile(rb"[ \t]*(?:\[[^\]\r\n]{1,40}\][ \t]*)?(?:[Ee]poch|EPOCH|[Ss]tep|STEP|[Ii]ter(?:ation)?|ITER)"
+                              rb"\b[ \t]*[:=#]?[ \t]*\[?[ \t]*\d+")
+#: a loss pair with an explicit separator (``loss: nan``, ``Loss = 0.5``; not ``loss 0.5``)
+_SEP_PAIR = re.compile(rb"[\w ]{1,40}?[ \t]*[:=]")
 #: lines of one layout needed before they are read (fewer is prose that mentions a loss)
 MIN_LOOSE_LINES = 3
 #: a metric line is short; a longer one is prose or a dump
@@ -133,7 +138,8 @@ def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector
         steps.append((ls, at))
         used.add(ls)
         st.last_step = at
-    rows = sorted(r for g in groups.values() if len(g) >= MIN_LOOSE_LINES for r in g)
+    rows = sorted(r for g in groups.values() if len(g) >= MIN_LOOSE_LINES or all(_counter_led(text, r) for r in g)
+                  for r in g)
     if not rows:
         return
     step = st.last_step if st.last_step is not None else 0
@@ -151,6 +157,13 @@ def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector
         used.add(ls)
     st.last_step = step
     st.inferred = st.inferred or not counted
+
+
+def _counter_led(text: bytes, row: tuple[int, int, list, int | None]) -> bool:
+    """A line that opens with its counter and gives the loss with ``:``/``=`` (``Epoch:0, Train loss: nan``,
+    ``[2020-01-01 10:00:00] Step 40: loss = 1.2``) is a metric line even alone: prose does not start that way."""
+    ls, pos = row[0], row[1]
+    return _LEADING_COUNTER.match(text, ls, pos) is not None and _SEP_PAIR.match(text, pos) is not None
 
 
 def _counter_step(line: bytes) -> int | None:
