@@ -267,13 +267,17 @@ class Onset:
     n_total: int = 1
 
 
-#: metrics of policy-gradient RL trainers (TRL GRPO/PPO/RLOO, verl, OpenRLHF, ms-swift GRPO): in such runs the
+#: metrics of RL trainers (TRL GRPO/PPO/RLOO, verl, OpenRLHF, ms-swift GRPO; SB3/baselines/RLlib agents): in such runs the
 #: "loss" is an advantage-weighted surrogate that is ~0 or negative by construction, and some metrics are NaN or 0
 #: by design (TRL GRPO logs ``kl`` as NaN/absent when beta == 0, its default since v0.19; ``clip_ratio`` is 0 with
 #: one policy update per generation)
 _RL_METRIC = re.compile(r"(^|/)(kl|reward_std|frac_reward_zero_std|clip_ratio|clipped_ratio|pg_loss|pg_clipfrac|"
                         r"advantages?|critic/|completions?/|completion_length|response_length/)|^rewards?/.*/(mean|std)$|"
-                        r"critic/score|^reward(_mean)?$")
+                        r"critic/score|^reward(_mean)?$|"
+                        # classic RL (stable-baselines3, OpenAI baselines, RLlib): episode returns and PPO/SAC/DQN terms
+                        r"(^|/)(ep_?rew_?mean|ep_?len_?mean|episode_(reward|len)_(mean|max|min)|approx_?kl|"
+                        r"explained_variance|clip_?frac(tion)?|policy_entropy|ent_coef(_loss)?|policy_gradient_loss|"
+                        r"exploration_rate)$")
 #: ``trainer.type`` values (TRL classes, ms-swift ``--rlhf_type``, verl ``adv_estimator``) of policy-gradient training
 RL_TRAINERS = {"grpo", "ppo", "rloo", "reinforce", "reinforce_plus_plus", "remax", "gae", "dapo", "gspo", "opo"}
 

@@ -50,3 +50,92 @@ def test_one_counter_led_nan_loss_line_is_read_and_never_healthy(tmp_path: Path)
 def test_prose_that_mentions_a_loss_is_still_not_a_metric(tmp_path: Path):
     a = _run(tmp_path, "In epoch 3 the loss: 0.5 was fine, then it diverged.\nSee the attached screenshot.\n")
     assert a.run.scalars.empty
+
+
+# -- stable-baselines3 / OpenAI baselines key-value tables -----------------------------------------------
+
+# https://github.com/DLR-RM/stable-baselines3/issues/232 (SB3 0.x SAC on Pendulum, env not Monitor-wrapped: no
+# rollout/ rows, which is expected)
+SB3_SAC = """Using cpu device
+Wrapping the env in a DummyVecEnv.
+---------------------------------
+| time/              |          |
+|    episodes        | 1        |
+|    fps             | 71       |
+|    time_elapsed    | 2        |
+|    total timesteps | 200      |
+| train/             |          |
+|    actor_loss      | 7.2      |
+|    critic_loss     | 2.08     |
+|    ent_coef        | 0.971    |
+|    ent_coef_loss   | -0.0491  |
+|    learning_rate   | 0.0003   |
+|    n_updates       | 99       |
+---------------------------------
+"""
+
+
+def _sb3_ppo_table(it: int, loss: str, rew: str) -> str:
+    """SB3 PPO's dump as HumanOutputFormat prints it (layout of a public run's output, ZeshiWu/ML-capstone-project-
+    sophie_breakout_results.md: rollout/, time/, train/ sections, keys indented by three)."""
+    rows = [("rollout/", ""), ("   ep_len_mean", "261"), ("   ep_rew_mean", rew), ("time/", ""), ("   fps", "67"),
+            ("   iterations", str(it)), ("   time_elapsed", str(60 * it)), ("   total_timesteps", str(2048 * it)),
+            ("train/", ""), ("   approx_kl", "0.008046303"), ("   clip_fraction", "0.0607"), ("   clip_range", "0.2"),
+            ("   entropy_loss", "-1.38"), ("   explained_variance", "-0.0275"), ("   learning_rate", "0.0003"),
+            ("   loss", loss), ("   n_updates", str(10 * it)), ("   policy_gradient_loss", "-0.00737"),
+            ("   value_loss", "0.0626")]
+    dashes = "-" * 41
+    return "\n".join([dashes, *(f"| {k:<23} | {v:<11} |" for k, v in rows), dashes]) + "\n"
+
+
+def test_sb3_tables_are_records_at_their_timestep_and_a_healthy_agent_is_healthy(tmp_path: Path):
+    a = _run(tmp_path, "".join(_sb3_ppo_table(i, loss, rew) for i, (loss, rew) in
+                               enumerate([("-0.00948", "1.53"), ("0.0412", "1.25"), ("-0.0664", "1.61"),
+                                          ("0.0803", "1.9")], start=2)))
+    df = a.run.scalars
+    assert sorted(df[df["metric"] == "loss"]["step"]) == [4096, 6144, 8192, 10240]
+    assert _series(a, "reward") == [1.53, 1.25, 1.61, 1.9]
+    assert _verdict(a) == ("healthy", "healthy")  # an RL loss that goes up and down is not a divergence
+
+
+def test_sb3_table_without_rollout_rows_is_read(tmp_path: Path):
+    a = _run(tmp_path, SB3_SAC)
+    assert _series(a, "actor_loss") == [7.2] and _series(a, "learning_rate") == [0.0003]
+    assert a.run.scalars["step"].unique().tolist() == [200]
+    assert _verdict(a) == ("healthy", "healthy")
+
+
+def test_a_nan_in_an_sb3_table_is_the_onset(tmp_path: Path):
+    a = _run(tmp_path, _sb3_ppo_table(2, "-0.00948", "1.53") + _sb3_ppo_table(3, "nan", "nan"))
+    assert a.diagnosis.verdict.status != "healthy"
+    assert any(f.first_step == 6144 for f in a.diagnosis.findings if f.code == "NUM001")
+
+
+# OpenAI baselines ppo2 (logger.HumanOutputFormat: no sections), as its console prints it after each update
+BASELINES_PPO2 = """------------------------------------
+| approxkl           | 0.003101161 |
+| clipfrac           | 0.17260742  |
+| eplenmean          | 941         |
+| eprewmean          | 34.9        |
+| explained_variance | 0.704       |
+| fps                | 981         |
+| nupdates           | 1653        |
+| policy_entropy     | 0.85041255  |
+| policy_loss        | -0.01297911 |
+| serial_timesteps   | 211584      |
+| time_elapsed       | 1.63e+03    |
+| total_timesteps    | 1692672     |
+| value_loss         | 0.036234017 |
+------------------------------------
+"""
+
+
+def test_openai_baselines_table_is_read(tmp_path: Path):
+    a = _run(tmp_path, BASELINES_PPO2)
+    assert _series(a, "reward") == [34.9] and _series(a, "value_loss") == [0.036234017]
+    assert a.run.scalars["step"].unique().tolist() == [1692672]
+
+
+def test_a_separator_framed_markdown_table_is_not_a_kv_record(tmp_path: Path):
+    a = _run(tmp_path, "--------------------\n| name | value |\n| lr | high |\n--------------------\n")
+    assert a.run.scalars.empty

@@ -23,6 +23,8 @@ frameworks' sources:
 - tqdm bars with a ``key=value`` postfix (OpenRLHF ``Train step of epoch 0: ...| 10/100 [..., gpt_loss=0.1, lr=1e-5]``,
   PPO ``Episode [1/2]: ...| 5/10 [..., policy_loss=0.1]`` and ``Train epoch [1/1]: ...| 2/2 [..., pg=0.16, rm=0.39]``)
 - YOLO (ultralytics) console rows under ``Epoch GPU_mem box_loss cls_loss dfl_loss Instances Size``
+- stable-baselines3 / OpenAI baselines ``HumanOutputFormat`` tables: a dashed rule, ``| key | value |`` rows (SB3 puts
+  keys under ``| rollout/ |  |`` section rows, indented by three), a dashed rule; the step is ``total_timesteps``
 - JSON metric records inside a text log (LLaMA-Factory ``trainer_log.jsonl`` lines pasted into an issue)
 """
 
@@ -690,6 +692,63 @@ def _find_header(text: bytes, row_start: int) -> list[str] | None:
     return None
 
 
+# -- key/value tables (stable-baselines3, OpenAI baselines, stable-baselines) ----------------------
+
+#: one dump of SB3's ``HumanOutputFormat`` / baselines' ``logger.dumpkvs``: a dashed rule, ``| key | value |`` rows
+#: (SB3 groups keys under ``| rollout/ |  |`` section rows and indents them), a dashed rule
+_KV_TABLE = re.compile(rb"-{8,}[ \t]*\r?\n((?:[ \t]*\|[^\r\n|]*\|[^\r\n|]*\|[ \t]*\r?\n){2,400})[ \t]*-{8,}")
+_KV_ROW = re.compile(rb"[ \t]*\|([ \t]*)([^|\r\n]*?)[ \t]*\|[ \t]*([^|\r\n]*?)[ \t]*\|")
+#: the x axis these loggers print (SB3 ``time/total_timesteps``, 0.x ``total timesteps``, baselines ``total_timesteps``
+#: / ``timesteps``), then the update counters when no timestep count is printed
+_KV_STEP_KEYS = ("total_timesteps", "total timesteps", "timesteps", "timesteps_total", "iterations", "n_updates",
+                 "nupdates", "serial_timesteps")
+#: spaces after the ``|`` of a row under a section (SB3 writes ``| `` then the key indented by three)
+KV_INDENT = 3
+#: the training signals of these tables under the names the detectors know
+_KV_CANON = {"loss": "loss", "learning_rate": "learning_rate", "lr": "learning_rate", "ep_rew_mean": "reward",
+             "eprewmean": "reward"}
+
+
+def parse_kv_table(text: bytes, first_line: int, st: StepState, out: Collector,
+                   steps: StepMarks, used: Used) -> None:
+    """Each table is one record at the step its timestep counter gives (numbered on from the last step without one)."""
+    if b"-\n|" not in text and b"-\r\n|" not in text:
+        return
+    lines = Lines(text, first_line)
+    for m in _KV_TABLE.finditer(text):
+        section = b""
+        pairs: list[tuple[str, float]] = []
+        counters: dict[str, int] = {}
+        for indent, key, raw in _KV_ROW.findall(m[1]):
+            if not raw:  # ``| rollout/ |  |``: the section of the indented rows below it
+                section = key if key.endswith(b"/") else b""
+                continue
+            name = section + key if section and len(indent) >= KV_INDENT else key  # SB3 indents a section's keys
+            value = _num(raw)
+            if value is None:
+                continue
+            bare = key.strip().decode("utf-8", "replace")
+            if bare in _KV_STEP_KEYS and value == value and 0 <= value < 2 ** 62:
+                counters[bare] = int(value)
+            pairs.append((name.decode("utf-8", "replace"), value))
+        if not any(_kv_signal(k) for k, _ in pairs):
+            continue
+        step = next((counters[k] for k in _KV_STEP_KEYS if k in counters), None)
+        if step is None:
+            step = (st.last_step or 0) + 1
+            st.inferred = True
+        line = lines.at(m.start())
+        _add_pairs(out, step, line, pairs, canon_of=lambda k: _KV_CANON.get(k.rsplit("/", 1)[-1]))
+        for pos in (m.start(), m.start(1), m.end() - 1):
+            used.add(pos)
+        _mark(st, steps, used, m.start(1), step, "stable_baselines")
+
+
+def _kv_signal(key: str) -> bool:
+    k = key.rsplit("/", 1)[-1].lower()
+    return "loss" in k or "rew" in k or k in ("learning_rate", "approx_kl", "approxkl")
+
+
 # -- bare numeric columns ------------------------------------------------------------------------
 
 _COL_ROW_BODY = (rb"[ \t]*(\d+)(?:[ \t]*[,;|\t][ \t]*|[ \t]+)(" + NUM + rb")"
@@ -780,6 +839,7 @@ FORMAT_PARSERS = (
     (parse_keras, (b"step", b"ETA", b"sample", b"loss")),
     (parse_tqdm_postfix, (b"",)),
     (parse_yolo, (b"GPUmem", b"gpumem")),
+    (parse_kv_table, (b"",)),
     (parse_pipe_table, (b"",)),
     (parse_columns, (b"",)),
 )
