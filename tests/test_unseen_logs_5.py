@@ -139,3 +139,37 @@ def test_openai_baselines_table_is_read(tmp_path: Path):
 def test_a_separator_framed_markdown_table_is_not_a_kv_record(tmp_path: Path):
     a = _run(tmp_path, "--------------------\n| name | value |\n| lr | high |\n--------------------\n")
     assert a.run.scalars.empty
+
+
+# -- mmcv iteration-based runner, and a paste wrapped after a comma -----------------------------------------
+
+# https://github.com/lhoyer/DAFormer/issues/11 (mmseg 0.x / mmcv TextLoggerHook, IterBasedRunner; the paste wrapped each
+# record after "memory: 9808,"; the ImageNet feature-distance term is not computed in these iterations)
+DAFORMER = """2022-02-19 08:15:52,120 - mmseg - INFO - Iter [50/40000]        lr: 1.958e-06, eta: 1 day, 2:59:33, time: 2.432, data_time: 0.081, memory: 9808,
+ decode.loss_seg: 2.6839, decode.acc_seg: 10.5387, src.loss_imnet_feat_dist: nan, mix.decode.loss_seg: 1.4047, mix.decode.acc_seg: 19.1339
+2022-02-19 08:17:38,012 - mmseg - INFO - Iter [100/40000]       lr: 3.950e-06, eta: 1 day, 1:12:58, time: 2.118, data_time: 0.033, memory: 9808,
+ decode.loss_seg: 2.3862, decode.acc_seg: 47.4850, src.loss_imnet_feat_dist: nan, mix.decode.loss_seg: 1.3233, mix.decode.acc_seg: 41.3826
+2022-02-19 08:19:28,666 - mmseg - INFO - Iter [150/40000]       lr: 5.938e-06, eta: 1 day, 0:57:19, time: 2.213, data_time: 0.034, memory: 9808,
+ decode.loss_seg: 2.0347, decode.acc_seg: 62.5967, src.loss_imnet_feat_dist: nan, mix.decode.loss_seg: 1.0585, mix.decode.acc_seg: 59.3449
+"""
+
+
+def test_mmcv_iter_runner_lines_and_their_wrapped_tails_are_read_at_the_iteration(tmp_path: Path):
+    a = _run(tmp_path, DAFORMER)
+    df = a.run.scalars
+    seg = df[df["key"] == "decode.loss_seg"].sort_values("step")
+    assert seg["step"].tolist() == [50, 100, 150] and seg["value"].tolist() == [2.6839, 2.3862, 2.0347]
+    assert _series(a, "learning_rate") == [1.958e-06, 3.950e-06, 5.938e-06]
+    assert "memory" not in set(df["key"])  # bookkeeping, not a signal
+
+
+def test_mmcv_iter_runner_on_one_line_each(tmp_path: Path):
+    a = _run(tmp_path, DAFORMER.replace(",\n ", ", "))
+    df = a.run.scalars
+    assert df[df["key"] == "decode.loss_seg"]["step"].tolist() == [50, 100, 150]
+
+
+def test_pairs_whose_loss_word_is_inside_the_key_are_a_record(tmp_path: Path):
+    # the mmdet keys (loss_rpn_cls, loss_bbox) carry the signal word first: a pair line of them is a record too
+    a = _run(tmp_path, "loss_rpn_cls: 0.2651, loss_rpn_bbox: 0.0412, loss_cls: 0.4077, acc: 91.1543, loss_bbox: 0.1203\n")
+    assert _series(a, "loss_cls") == [0.4077]

@@ -402,10 +402,11 @@ def _neighbours(text: bytes, ls: int, le: int, rows: dict, used: Used) -> None:
         rows[ns], down = (ne, pairs), ne
 
 
-#: the literal end of a signal key, then its separator and a value's first character: the candidates (literal-led,
+#: the literal end of a signal word (maybe inside its key: ``loss_cls``, ``decode.loss_seg``), then the separator and a
+#: value's first character: the candidates (literal-led,
 #: one regex per literal, so the engine jumps between occurrences instead of trying every byte)
 _RECORD_LITERALS = (b"oss", b"orm", b"ard")  # not "lr"/"rate": frequent letters, and a record names a loss too
-_RECORD_CORES = tuple((w, re.compile(w + rb"[ \t]*[:=][ \t]*[-+.\dnNiI]")) for w in _RECORD_LITERALS)
+_RECORD_CORES = tuple((w, re.compile(w + rb"(?:[_.][\w.]{0,40})?[ \t]*[:=][ \t]*[-+.\dnNiI]")) for w in _RECORD_LITERALS)
 
 # -- llm.c's step-less "val loss X" -----------------------------------------------------------------
 

@@ -346,6 +346,8 @@ def finish_minimind(st: StepState) -> pd.DataFrame | None:
 
 _MMCV = re.compile(rb"(Epoch|Iter)(\((?:train|val|test)\))?\s*\[\s*(\d+)\](?:\[\s*(\d+)/(\d+)\])?([^\n\r]{0,4000})")
 _MM_ITER = re.compile(rb"Iter\((train|val|test)\)\s*\[\s*(\d+)/(\d+)\]([^\n\r]{0,4000})")
+#: mmcv 1.x ``TextLoggerHook`` of an iteration-based runner (mmseg's default): ``Iter [100/100000]\tlr: ...``, train only
+_MMCV_ITER = re.compile(rb"Iter \[\s*(\d+)/(\d+)\]([^\n\r]{0,4000})")
 _KV_COLON = re.compile(rb"([A-Za-z_][\w./-]{0,60}(?:\([\w/]+\))?)\s*:\s*(" + NUM + rb")(?![\w:])")
 _MAE = re.compile(rb"Epoch: \[(\d+)\]\s+\[\s*(\d+)/(\d+)\]([^\n\r]{0,4000})")
 _MAE_PAIR = re.compile(rb"([A-Za-z_][\w ]{0,30}?):\s+(" + NUM + rb")(?:\s*\(" + NUM + rb"\))?(?![\w:])")
@@ -371,8 +373,9 @@ def _add_pairs(out: Collector, step: int, line: int, pairs: list[tuple[str, str]
 
 def parse_mm(text: bytes, first_line: int, st: StepState, out: Collector,
              steps: StepMarks, used: Used) -> None:
-    """mmcv ``Epoch [1][100/62598]\\tlr: ...``, mmengine ``Epoch(train) [1][240/735]``, ``Iter(train) [100/1000]``."""
-    if b"Epoch" not in text and b"Iter(" not in text:
+    """mmcv ``Epoch [1][100/62598]\\tlr: ...`` and ``Iter [100/100000]\\tlr: ...``, mmengine ``Epoch(train) [1][240/735]``,
+    ``Iter(train) [100/1000]``."""
+    if b"Epoch" not in text and b"Iter" not in text:
         return
     lines = Lines(text, first_line)
     for m in finditer_at(_MMCV, text, sorted(literal_positions(text, (b"Epoch", b"Iter")))):
@@ -385,6 +388,13 @@ def parse_mm(text: bytes, first_line: int, st: StepState, out: Collector,
         if _add_pairs(out, step, lines.at(m.start()), _KV_COLON.findall(m[6])):
             _mark_step(st, steps, used, m.start(), step)
             st.frameworks.add("mmengine")
+    if b"Iter [" in text:
+        lines = Lines(text, first_line)
+        for m in _MMCV_ITER.finditer(text):
+            step = int(m[1])
+            if _add_pairs(out, step, lines.at(m.start()), _KV_COLON.findall(m[3])):
+                _mark_step(st, steps, used, m.start(), step)
+                st.frameworks.add("mmengine")
     if b"Iter(" in text:
         lines = Lines(text, first_line)
         for m in _MM_ITER.finditer(text):
