@@ -359,8 +359,10 @@ def nonfinite_onset(run: Run) -> Onset | None:
             "HF logging_nan_inf_filter hides a window of non-finite losses as 0.0"), hidden_zero=True,
             n_bad=len(hidden), n_total=len(points(run, "loss"))))
     for ev in run.events_of("nan_stop"):
+        what = (f"autograd anomaly detection: the backward of {ev.data.get('tensor')} produced NaN"
+                if ev.data.get("anomaly") else "the training loop stopped on a non-finite loss")
         candidates.append(Onset(ev.step if ev.step is not None else step_near(run, ev), "loss",
-                                event_evidence(ev, f"the training loop stopped on a non-finite loss: \"{ev.message.strip()[:160]}\"")))
+                                event_evidence(ev, f"{what}: \"{ev.message.strip()[:160]}\"")))
     if not candidates:
         return None
     order = {"loss": 0, "eval_loss": 2, "grad_norm": 1}
@@ -654,6 +656,11 @@ def fp16_signals(run: Run) -> list[PrecisionSignal]:
         out.append(PrecisionSignal(event_evidence(ev, "\"Attempting to unscale FP16 gradients\": trainable parameters are stored in float16"), True, "message"))
     for ev in run.events_of("overflow")[:1]:
         out.append(PrecisionSignal(event_evidence(ev, "DeepSpeed/AMP loss-scale overflow messages: the run uses fp16 dynamic loss scaling"), False, "message"))
+    scale = points(run, "loss_scale")
+    dyn = scale.select(scale.finite & (scale.values > 1.0)) if len(scale) else scale
+    if len(dyn):  # a dynamic loss scale above 1 exists only for float16 (bf16 and fp32 log a constant 1.0, or none)
+        out.append(PrecisionSignal(dyn[0].evidence(f"loss scale {fmt(dyn[0].value)} at step {dyn[0].step}: dynamic loss "
+                                                   "scaling, which only float16 mixed precision uses"), False, "message"))
     for ev in run.events_of("nan_stop"):
         if AMP_ENGINE_STOP.search(ev.message):
             out.append(PrecisionSignal(event_evidence(ev, "\"Loss is nan, stopping training\" is the stop message of the DeiT/MAE/MAR-style "

@@ -14,7 +14,8 @@ Why it matters:
     finding; this one stays as the generic explanation with a lower confidence.
 
 Evidence used:
-    Events ``oom``, ``traceback`` (exc_type, exc_message, frame) and ``error``; checkpoint
+    Events ``oom``, ``traceback`` (exc_type, exc_message, frame), ``native_abort`` (an uncaught C++ exception,
+    a segfault) and ``error``; checkpoint
     tensor stats for the resume point.
 
 Remedies:
@@ -96,7 +97,8 @@ def _exc(ev: Event) -> tuple[str, str]:
 
 def detect(run: Run) -> Iterable[Finding]:
     ooms = run.events_of("oom") + [e for e in run.events_of("traceback", "error") if OOM.search(f"{e.message} {e.data.get('exc_message', '')}")]
-    tracebacks = [e for e in run.events_of("traceback") if e not in ooms]
+    # a native abort (uncaught C++ exception, segfault) ends the run like a traceback, without printing one
+    tracebacks = [e for e in run.events_of("traceback", "native_abort") if e not in ooms]
     # a CUDA device-side assert kills the process (the CUDA context is unusable after it) even when the paste holds no
     # traceback: "step 2: CUDA error: device-side assert triggered"
     asserts = [e for e in run.events_of("index_out_of_range") if DEVICE_ASSERT.search(e.message)]

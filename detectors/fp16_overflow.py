@@ -308,6 +308,15 @@ def _symptoms(run: Run) -> list[tuple[Evidence, str, bool]]:
     if len(gn) >= 3 and len(bad) / len(gn) > SKIP_ALL_SHARE:
         out.append((bad[0].evidence(f"grad_norm non-finite at {len(bad)} of {len(gn)} logs"),
                     f"grad_norm is non-finite at {len(bad)}/{len(gn)} logs: the scaler skips (nearly) every step", False))
+    sk = points(run, "skipped_iterations")  # Megatron-LM: iterations its fp16 grad scaler skipped in each log interval
+    if len(sk) >= 3:
+        gaps = np.diff(np.concatenate(([0], sk.steps)))
+        every = sk.finite & (gaps > 0) & (sk.values >= gaps)
+        if every.sum() / len(sk) > SKIP_ALL_SHARE:
+            out.append((sk[0].evidence(f"skipped iterations = the whole log interval at {int(every.sum())} of {len(sk)} logs "
+                                       f"(steps {sk[0].step}..{sk[len(sk) - 1].step})"),
+                        f"every iteration of {int(every.sum())}/{len(sk)} log intervals was skipped by the loss scaler",
+                        False))
     lr = points(run, "learning_rate")
     zeros = lr[1:].select(lr.values[1:] == 0.0)
     if len(zeros) >= LR_PINNED_LOGS and len(zeros) >= len(lr[1:]) // 2:

@@ -32,7 +32,17 @@ from collections.abc import Iterable
 import numpy as np
 
 from autopsy.model import Evidence, Finding, Run
-from detectors._common import ck_label, ck_step, event_evidence, nonfinite_onset, num, points, tensor_file, truthy
+from detectors._common import (
+    ck_label,
+    ck_step,
+    config_evidence,
+    event_evidence,
+    nonfinite_onset,
+    num,
+    points,
+    tensor_file,
+    truthy,
+)
 
 CODE = "GRAD001"
 SLUG = "gradientless-params"
@@ -76,9 +86,12 @@ def detect(run: Run) -> Iterable[Finding]:
         elif ev.kind == "no_trainable_params":
             total = ev.data.get("all_params")
             what = f"0 trainable of {total:,} parameters" if isinstance(total, int) and total else "0 trainable parameters"
-            (direct if _trains(run) else frozen_idle).append(event_evidence(
+            frozen_load = _frozen_adapter_load(run)
+            (direct if _trains(run) or frozen_load else frozen_idle).append(event_evidence(
                 ev, f"{what}: every weight is frozen (an adapter loaded for inference, target modules that matched "
                     "nothing, requires_grad switched off)"))
+            if frozen_load:
+                direct.append(frozen_load)
         else:
             continue
         if ev.step is not None and first_step is None:
@@ -126,6 +139,17 @@ def _trains(run: Run) -> bool:
     return len(points(run, "loss")) > 0 or bool(run.events_of("traceback"))
 
 
+def _frozen_adapter_load(run: Run) -> Evidence | None:
+    """The code loads a saved adapter with PEFT's default ``is_trainable=False``: the adapter is frozen, so a model
+    reporting 0 trainable parameters is that load, not an inference script's summary worth only a look."""
+    frozen = [f for f in run.config.facts("peft.is_trainable") if f.value is False]
+    if not frozen or any(f.value is True for f in run.config.facts("peft.is_trainable")):
+        return None
+    return config_evidence(run, "peft.is_trainable",
+                           f"{frozen[0].original_key or 'PeftModel.from_pretrained()'}: the adapter is loaded frozen, "
+                           "for inference")
+
+
 def _checkpoint_warning_only(run: Run, warnings: list[Evidence]) -> Iterable[Finding]:
     """The checkpointing warning with no proof of missing gradients: a warning, or nothing when gradients flow."""
     gn = points(run, "grad_norm").finite_only()
@@ -170,11 +194,15 @@ def _remedies(run: Run, from_messages: bool) -> list[str]:
     """Gradient-checkpointing advice first only when the messages or the config point at it."""
     gc = ("With gradient checkpointing on a PEFT/LoRA model, call model.enable_input_require_grads() before "
           "training, or pass gradient_checkpointing_kwargs={'use_reentrant': False}.")
+    frozen = ("Load the adapter for training: PeftModel.from_pretrained(model, path, is_trainable=True) (the default "
+              "loads it frozen, for inference).")
     grads = ("Check which parameters require grad (model.print_trainable_parameters()): a loop that sets "
              "requires_grad=False over model.base_model / model.parameters() after get_peft_model also freezes the "
              "LoRA weights; build the optimizer after wrapping the model (PEFT/FSDP/DeepSpeed).")
     gc_on = truthy(run.config.get("gradient_checkpointing"))
     out = [gc, grads] if from_messages or gc_on else [grads] + ([gc] if gc_on is not False else [])
+    if _frozen_adapter_load(run) is not None:
+        out.insert(0, frozen)
     ca = run.checkpoint_analysis or {}
     if num(run.config.get("deepspeed.zero_stage")) == 3 or ca.get("zero3_empty"):
         out.append("Under ZeRO-3, gather parameters when saving (stage3_gather_16bit_weights_on_model_save=true).")

@@ -173,3 +173,179 @@ def test_pairs_whose_loss_word_is_inside_the_key_are_a_record(tmp_path: Path):
     # the mmdet keys (loss_rpn_cls, loss_bbox) carry the signal word first: a pair line of them is a record too
     a = _run(tmp_path, "loss_rpn_cls: 0.2651, loss_rpn_bbox: 0.0412, loss_cls: 0.4077, acc: 91.1543, loss_bbox: 0.1203\n")
     assert _series(a, "loss_cls") == [0.4077]
+
+
+# -- loss dicts printed with their tensors ------------------------------------------------------------------
+
+# https://github.com/pytorch/vision/issues/1120 (torchvision's RegionProposalNetwork returns its losses as a dict of
+# 0-d tensors; print/pprint shows them with device and grad_fn; pprint wraps the dict one key per line)
+TV_PPRINT = """{'loss_objectness': tensor(0.6926, device='cuda:2', grad_fn=<BinaryCrossEntropyWithLogitsBackward>),
+ 'loss_rpn_box_reg': tensor(nan, device='cuda:2', grad_fn=<DivBackward0>)}
+
+[{'boxes': tensor([[1324.5386,  275.7656,  699.6948,   19.5117],
+          [1310.8701,  133.9805,  345.6167,   26.0156]], device='cuda:2'),
+  'labels': tensor([0., 0., 5., 5.], device='cuda:2'),
+  'image_id': tensor([438.], device='cuda:2')}]
+"""
+
+
+def test_a_pprinted_loss_dict_of_tensors_is_a_record_with_its_nan(tmp_path: Path):
+    a = _run(tmp_path, TV_PPRINT)
+    assert _series(a, "loss_objectness") == [0.6926]
+    rpn = _series(a, "loss_rpn_box_reg")
+    assert len(rpn) == 1 and math.isnan(rpn[0])
+    assert _series(a, "labels") == [] and _series(a, "image_id") == []  # the targets' tensors are not metrics
+    assert _verdict(a)[0] != "healthy"
+
+
+def test_a_one_line_loss_dict_of_tensors_keeps_every_term(tmp_path: Path):
+    # the same dict as print() shows it when it fits on one line (torchvision detection models' four losses)
+    line = ("{'loss_classifier': tensor(0.6958, device='cuda:0', grad_fn=<NllLossBackward0>), 'loss_box_reg': "
+            "tensor(0.0123, device='cuda:0', grad_fn=<DivBackward0>), 'loss_objectness': tensor(0.6930, device='cuda:0', "
+            "grad_fn=<BinaryCrossEntropyWithLogitsBackward0>), 'loss_rpn_box_reg': tensor(nan, device='cuda:0', "
+            "grad_fn=<DivBackward0>)}\n")
+    a = _run(tmp_path, line)
+    assert _series(a, "loss_classifier") == [0.6958] and _series(a, "loss_box_reg") == [0.0123]
+    assert math.isnan(_series(a, "loss_rpn_box_reg")[0])
+    assert _verdict(a)[0] != "healthy"
+
+
+def test_a_pprinted_float_dict_is_a_record_and_a_cut_one_is_not_misread(tmp_path: Path):
+    a = _run(tmp_path, "{'grad_norm': 1.25,\n 'learning_rate': 2e-05,\n 'loss': 0.9412}\n")
+    assert _series(a, "loss") == [0.9412] and _series(a, "grad_norm") == [1.25]
+    b = _run(tmp_path / "cut" if (tmp_path / "cut").mkdir() is None else tmp_path, "{'loss': 1.2\n")
+    assert b.run.scalars.empty
+
+
+# -- native deaths: out of memory on Apple silicon, uncaught C++ exceptions, segfaults -----------------------
+
+# https://github.com/ml-explore/mlx-lm/issues/236 (mlx_lm.lora full fine-tuning, Qwen3-8B)
+MLX_LM = """Iter 10: Train loss 2.586, Learning Rate 1.000e-05, It/sec 1.426, Tokens/sec 251.622, Trained Tokens 1764, Peak mem 31.753 GB
+Iter 20: Train loss 1.731, Learning Rate 1.000e-05, It/sec 0.525, Tokens/sec 349.200, Trained Tokens 8417, Peak mem 32.138 GB
+Iter 30: Train loss 1.808, Learning Rate 1.000e-05, It/sec 0.765, Tokens/sec 330.055, Trained Tokens 12732, Peak mem 32.138 GB
+Iter 40: Train loss 1.723, Learning Rate 1.000e-05, It/sec 0.739, Tokens/sec 327.007, Trained Tokens 17157, Peak mem 32.138 GB
+Iter 50: Train loss 1.487, Learning Rate 1.000e-05, It/sec 0.372, Tokens/sec 358.620, Trained Tokens 26805, Peak mem 34.108 GB
+libc++abi: terminating due to uncaught exception of type std::runtime_error: [METAL] Command buffer execution failed: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)
+zsh: abort      mlx_lm.lora --model ./Qwen3-8
+"""
+# https://github.com/ml-explore/mlx-examples/issues/70 (lora.py on a 7B model, fp32)
+MLX_MALLOC = """Loading pretrained model
+Total parameters 7243.436M
+Trainable parameters 1.704M
+Loading datasets
+Training
+libc++abi: terminating due to uncaught exception of type std::runtime_error: [malloc_or_wait] Unable to allocate 12 bytes.
+"""
+
+
+def test_mlx_metal_out_of_memory_is_named_at_its_step(tmp_path: Path):
+    a = _run(tmp_path, MLX_LM)
+    assert _verdict(a) == ("failed", "out_of_memory")
+    assert a.diagnosis.findings[0].first_step == 50
+
+
+def test_mlx_allocator_failure_is_out_of_memory(tmp_path: Path):
+    assert _verdict(_run(tmp_path, MLX_MALLOC)) == ("failed", "out_of_memory")
+
+
+def test_a_native_abort_without_a_traceback_is_a_crash_never_healthy(tmp_path: Path):
+    # libstdc++'s message for an uncaught c10::Error (torch's C++ exception), and a bare segfault: no Python traceback
+    a = _run(tmp_path, "step 10 loss 2.3\nstep 20 loss 2.1\nstep 30 loss 2.0\n"
+                       "terminate called after throwing an instance of 'c10::Error'\n"
+                       "  what():  CUDA error: an illegal memory access was encountered\n")
+    assert _verdict(a) == ("failed", "crash")
+    assert "c10::Error" in a.diagnosis.verdict.headline or any("c10::Error" in f.title for f in a.diagnosis.findings)
+    b = _run(tmp_path / "b" if not (tmp_path / "b").mkdir() else tmp_path,
+             "Iter 10: Train loss 2.586\nIter 20: Train loss 1.9\nSegmentation fault (core dumped)\n")
+    assert _verdict(b) == ("failed", "crash")
+
+
+# -- an adapter loaded frozen --------------------------------------------------------------------------------
+
+# https://github.com/huggingface/peft/issues/282 (continuing training from a saved LoRA adapter)
+PEFT_LOAD = """from peft import PeftModel
+from transformers import LlamaForCausalLM
+import torch
+
+orig_model = LlamaForCausalLM.from_pretrained(
+   'decapoda-research/llama-7b-hf',
+    load_in_8bit=True,
+    torch_dtype=torch.float16,
+    device_map="auto",
+)
+
+out = PeftModel.from_pretrained(orig_model, "tloen/alpaca-lora-7b")
+print(out.print_trainable_parameters())
+"""
+PEFT_ZERO = "trainable params: 0 || all params: 6755201024 || trainable%: 0.0\n"
+
+
+def test_zero_trainable_params_after_a_default_peft_load_is_the_frozen_adapter(tmp_path: Path):
+    a = _run(tmp_path, PEFT_ZERO, PEFT_LOAD)
+    assert _verdict(a) == ("failed", "gradientless_params")
+    assert any("is_trainable=True" in r for f in a.diagnosis.findings for r in f.remedies)
+
+
+def test_a_trainable_peft_load_spread_over_lines_is_not_blamed(tmp_path: Path):
+    code = PEFT_LOAD.replace('"tloen/alpaca-lora-7b")', '\n    "tloen/alpaca-lora-7b",\n    is_trainable=True,\n)')
+    a = _run(tmp_path, PEFT_ZERO, code)
+    assert [f.value for f in a.run.config.facts("peft.is_trainable")] == [True]
+    assert _verdict(a)[0] == "healthy"  # the summary line alone, with no training, stays a warning
+
+
+def test_a_multi_line_default_peft_load_is_read_as_frozen(tmp_path: Path):
+    code = PEFT_LOAD.replace('"tloen/alpaca-lora-7b")', '\n    "tloen/alpaca-lora-7b",\n    torch_dtype=torch.float16,\n)')
+    a = _run(tmp_path, PEFT_ZERO, code)
+    assert [f.value for f in a.run.config.facts("peft.is_trainable")] == [False]
+    assert _verdict(a) == ("failed", "gradientless_params")
+
+
+# -- llama-recipes / llama-cookbook -------------------------------------------------------------------------
+
+# https://github.com/meta-llama/llama-cookbook/issues/190 (alpaca fine-tuning; the end of the first epoch and the
+# final summary of finetuning.py)
+LLAMA_RECIPES_END = """ eval_ppl=tensor(nan, device='cuda:0') eval_epoch_loss=tensor(nan, device='cuda:0')
+Epoch 1: train_perplexity=2.9854, train_epoch_loss=1.0937, epoch time 3146.0126402731985s
+Key: avg_train_prep, Value: 2.985416889190674
+Key: avg_train_loss, Value: 1.09373939037323
+Key: avg_eval_prep, Value: nan
+Key: avg_eval_loss, Value: inf
+Key: avg_epoch_time, Value: 3146.0126402731985
+Key: avg_checkpoint_time, Value: 6.0286372900009155e-05
+"""
+
+
+def _llama_recipes_steps(epoch: int, losses: list[str], per_epoch: int = 100) -> str:
+    """The tqdm description train_utils.py sets each step (loss.detach().float() is a tensor), redrawn by tqdm."""
+    out = []
+    for i, loss in enumerate(losses):
+        desc = f"Training Epoch: {epoch}/3, step {i}/{per_epoch} completed (loss: tensor({loss}, device='cuda:0'))"
+        out.append(f"\r{desc}:   {i}%|          | {i}/{per_epoch} [00:0{i}<01:00,  1.5it/s]\r{desc}")
+    return "".join(out) + "\n"
+
+
+def test_llama_recipes_eval_nan_beside_finite_training_is_read(tmp_path: Path):
+    a = _run(tmp_path, LLAMA_RECIPES_END)
+    assert math.isnan(_series(a, "eval_loss")[0])
+    assert _series(a, "train_epoch_loss") == [1.0937]
+    assert not _series(a, "avg_epoch_time")  # timings are not signals
+    assert _verdict(a) == ("failed", "all_labels_masked")
+
+
+def test_llama_recipes_step_losses_are_one_point_per_step_at_the_global_step(tmp_path: Path):
+    a = _run(tmp_path, _llama_recipes_steps(1, ["1.9", "1.7", "1.6"]) + _llama_recipes_steps(2, ["1.4", "1.3"]))
+    df = a.run.scalars
+    loss = df[df["metric"] == "loss"].sort_values("step")
+    assert loss["step"].tolist() == [0, 1, 2, 100, 101] and loss["value"].tolist() == [1.9, 1.7, 1.6, 1.4, 1.3]
+
+
+# https://github.com/mst272/LLM-Dojo/issues/23 (a DPO run in fp16 on a V100, rerun under torch.autograd.detect_anomaly();
+# the message is torch's own, from torch/csrc/autograd/engine.cpp)
+ANOMALY = "RuntimeError: Function 'LogSigmoidBackward0' returned nan values in its 0th output.\n"
+
+
+def test_autograd_anomaly_nan_is_a_nonfinite_onset_not_an_unknown_crash(tmp_path: Path):
+    a = _run(tmp_path, ANOMALY)
+    assert _verdict(a)[1] != "crash" and _verdict(a)[0] != "healthy"
+    num = [f for f in a.diagnosis.findings if f.code == "NUM001"]
+    assert num and any("LogSigmoidBackward0" in e.detail for e in num[0].evidence)

@@ -27,7 +27,7 @@ EVENT_KINDS = (
     "tokenization_mismatch", "response_key_missing", "padding_free_warning", "flash_attn_warning",
     "nan_stop", "oom", "bf16_unsupported", "prompt_fills_max_length", "index_out_of_range",
     "cudnn_sdpa_warning", "ddp_unused_params", "unscale_fp16", "gemma_eager_warning", "loss_watchdog",
-    "empty_tensor_load", "nan_input", "labels_masked", "no_trainable_params", "warning", "error",
+    "empty_tensor_load", "nan_input", "labels_masked", "no_trainable_params", "native_abort", "warning", "error",
 )
 
 #: events kept per kind from the start of the log: enough to show how a sequence began
@@ -115,6 +115,10 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("nan_stop", re.compile(r"NanLossDuringTrainingError"), lambda m: {}),
     # TF writes a histogram summary of each variable: a NaN weight fails it ("Nan in summary histogram for: fc8/weights")
     ("nan_stop", re.compile(r"Nan in summary histogram for:?\s*(\S+)"), lambda m: {"tensor": m[1], "what": "weights"}),
+    # torch.autograd.detect_anomaly() (or set_detect_anomaly(True)) raising in backward: "Function 'LogSigmoidBackward0'
+    # returned nan values in its 0th output." (torch/csrc/autograd/engine.cpp): the first backward op that made a NaN
+    ("nan_stop", re.compile(r"Function '(\w+)' returned nan values in its (\d+)\w* output"),
+     lambda m: {"tensor": m[1], "what": "gradient", "anomaly": True}),
     ("loss_watchdog", re.compile(r"Loss is too high, stopping training"), lambda m: {}),
     # the messages themselves, not prose about them ("--half, needed to avoid CUDA out of memory)"): torch's
     # "CUDA out of memory. Tried to allocate", TF's "OOM when allocating tensor", XLA's RESOURCE_EXHAUSTED
@@ -122,7 +126,19 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
                        r"(?:HIP|MPS backend|NPU|XPU) out of memory(?=\s*[.;:,]|\s+Tried|\s*$)|"
                        r"CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|Cannot allocate memory|"
                        r"OOM when allocating tensor|ResourceExhaustedError|RESOURCE_EXHAUSTED: Out of memory|"
-                       r"CUDA_ERROR_OUT_OF_MEMORY|DefaultCPUAllocator: can't allocate memory"), lambda m: {}),
+                       r"CUDA_ERROR_OUT_OF_MEMORY|DefaultCPUAllocator: can't allocate memory|"
+                       # MLX on Apple silicon: its allocator ("[malloc_or_wait] Unable to allocate N bytes.", newer
+                       # "[metal::malloc] ...") and Metal's own "Insufficient Memory (...OutOfMemory)"
+                       r"\[malloc_or_wait\] Unable to allocate|\[metal::malloc\]|"
+                       r"kIOGPUCommandBufferCallbackErrorOutOfMemory|Command buffer execution failed: Insufficient Memory"),
+     lambda m: {}),
+    # a process killed from native code, with no Python traceback: an uncaught C++ exception (libc++ on macOS,
+    # libstdc++ on Linux: "terminate called after throwing an instance of 'c10::Error'"), a segfault, an abort
+    ("native_abort", re.compile(r"libc\+\+abi: terminating due to uncaught exception of type ([\w:<>]+)(?::\s*(.*))?|"
+                                r"terminate called after throwing an instance of '([^']+)'|"
+                                r"(Segmentation fault|Aborted|Bus error|Illegal instruction) \(core dumped\)|"
+                                r"Fatal Python error: (Segmentation fault|Aborted|Bus error)"),
+     lambda m: {"exc_type": m[1] or m[3] or m[4] or m[5], "exc_message": (m[2] or "").strip()}),
     # accelerate (Accelerator.__init__ / launch): "bf16 mixed precision requires PyTorch >= 1.10 and a supported device."
     ("bf16_unsupported", re.compile(r"(?:doesn't|does not|don't|not) support bf16|bf16/gpu|"
                                     r"bf16 mixed precision requires PyTorch|"
@@ -169,6 +185,8 @@ TRIGGERS = (
     "indexSelect", "device-side assert", "can't allocate", "grad_scale is too small", "grad scale is too small",
     "Loss became", "Invalid loss", "Monitored metric", "The gradients at all", "Nan in summary",
     "ignored in loss calculation", "rainable params", "No inf checks", "mixed precision requires", "precision was requested",
+    "malloc_or_wait", "metal::malloc", "Insufficient Memory", "kIOGPU", "libc++abi", "terminate called",
+    "core dumped", "Fatal Python error", "returned nan values",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the

@@ -74,6 +74,12 @@ _DS_INFO = re.compile(r"(?i)DeepSpeed info: version=(\d[\w.+\-]*)")
 #: the model a pasted ``AutoModel...from_pretrained("org/name", ...)`` loads (a hub id: one slash)
 _FROM_PRETRAINED = re.compile(r"(?:Model\w*|Pipeline|AutoPeftModel\w*)\.from_pretrained\(\s*[\"']([\w.\-]+/[\w.\-]+)[\"']")
 _HUB_ID_LINE = re.compile(r"\s*[\"']([\w.\-]+/[\w.\-]+)[\"']\s*[,)]?\s*$")
+#: a saved adapter loaded with PEFT: ``PeftModel.from_pretrained(model, id, ...)`` / ``AutoPeftModelFor...``; PEFT's
+#: ``is_trainable`` defaults to False, which loads the adapter frozen (for inference)
+_PEFT_LOAD = re.compile(r"\b(?:PeftModel\w*|AutoPeftModel\w*)\.from_pretrained\(")
+_IS_TRAINABLE = re.compile(r"\bis_trainable\s*=\s*(\w+)")
+#: lines a ``PeftModel.from_pretrained(`` call may span before its closing parenthesis
+PEFT_CALL_LINES = 8
 #: an OpenMMLab experiment (config) name with an ``amp`` part: ``mae_vit-base-p16_8xb512-amp-coslr-1600e_in1k``
 _MM_EXP_AMP = re.compile(r"Exp name: (\S*?(?<![^\s:_-])amp(?:[-_]\S*)?)(?:\s|$)")
 #: a TRL trainer or config class in pasted code (``GRPOTrainer(``, ``DPOConfig(``): the kind of training
@@ -125,6 +131,7 @@ class FactScanner:
         self.emit = emit
         self.lora_line: int | None = None
         self.pretrained_line: int | None = None  # a from_pretrained( whose model id is on the next line
+        self.peft_call: tuple[int, int, str] | None = None  # (line, open parentheses, what) of a PeftModel load
         self.json_path: list[str] = []
         #: versions, CUDA, GPUs (pip/conda lists, env reports, nvidia-smi): autopsy/ingest/env_facts.py
         self.env = EnvScanner(emit)
@@ -148,6 +155,8 @@ class FactScanner:
             m = _MM_EXP_AMP.search(text)
             if m is not None:  # OpenMMLab config names mark fp16 mixed precision with an "amp" part
                 self.emit("fp16", True, no, f"config name {m[1]}")
+        if self.peft_call is not None or "eftModel" in text:
+            self._peft_load(no, text)
         if "from_pretrained" in text:
             found = False
             for m in _FROM_PRETRAINED.finditer(text):
@@ -196,6 +205,33 @@ class FactScanner:
             if canon is not None:
                 self._out(canon, parse_value(m[2])[1], no, m[1])
 
+    def _peft_load(self, no: int, text: str) -> None:
+        """``peft.is_trainable`` for each PeftModel load: its own ``is_trainable=`` (over the lines of the call), else
+        False, PEFT's default."""
+        if self.peft_call is not None and no - self.peft_call[0] > PEFT_CALL_LINES:
+            self._peft_default()  # the call ended on lines not handed here (a bare closing parenthesis)
+        if self.peft_call is None:
+            m = _PEFT_LOAD.search(text)
+            if m is None:
+                return
+            self.peft_call, text = (no, 0, m[0].rstrip("(")), text[m.end() - 1:]
+        start, depth, what = self.peft_call
+        t = _IS_TRAINABLE.search(text)
+        if t is not None:
+            self.emit("peft.is_trainable", t[1].lower() == "true", no, f"{what}(is_trainable=...)")
+            self.peft_call = None
+            return
+        depth += text.count("(") - text.count(")")
+        self.peft_call = (start, depth, what)
+        if depth <= 0:
+            self._peft_default()
+
+    def _peft_default(self) -> None:
+        if self.peft_call is not None:
+            start, _, what = self.peft_call
+            self.emit("peft.is_trainable", False, start, f"{what}() without is_trainable (default False)")
+            self.peft_call = None
+
     def _out(self, canon: str, value: Any, no: int, original: str) -> None:
         """Emit one fact; a Lightning/Fabric ``precision`` ("16-true", "16-mixed", "bf16-mixed") or an Accelerate
         ``mixed_precision`` ("fp16") becomes the fp16/bf16 fact the detectors read."""
@@ -207,8 +243,9 @@ class FactScanner:
             self.emit(flag, True, no, original)
 
     def finish(self) -> None:
-        """End of the text: facts that need the whole of a table (the GPU count)."""
+        """End of the text: facts that need the whole of a table (the GPU count), a PeftModel load still open."""
         self.env.finish()
+        self._peft_default()
 
     def _json(self, no: int, text: str) -> bool:
         """Track ``"key": {`` nesting of a pasted JSON config; True when the line was JSON."""

@@ -23,6 +23,9 @@ frameworks' sources:
 - tqdm bars with a ``key=value`` postfix (OpenRLHF ``Train step of epoch 0: ...| 10/100 [..., gpt_loss=0.1, lr=1e-5]``,
   PPO ``Episode [1/2]: ...| 5/10 [..., policy_loss=0.1]`` and ``Train epoch [1/1]: ...| 2/2 [..., pg=0.16, rm=0.39]``)
 - YOLO (ultralytics) console rows under ``Epoch GPU_mem box_loss cls_loss dfl_loss Instances Size``
+- llama-recipes / llama-cookbook ``train_utils``: ``Training Epoch: 1/3, step 10/100 completed (loss: tensor(1.23, ...))``,
+  `` eval_ppl=tensor(...) eval_epoch_loss=tensor(...)``, ``Epoch 1: train_perplexity=..., train_epoch_loss=...``,
+  ``Key: avg_train_loss, Value: ...``
 - stable-baselines3 / OpenAI baselines ``HumanOutputFormat`` tables: a dashed rule, ``| key | value |`` rows (SB3 puts
   keys under ``| rollout/ |  |`` section rows, indented by three), a dashed rule; the step is ``total_timesteps``
 - JSON metric records inside a text log (LLaMA-Factory ``trainer_log.jsonl`` lines pasted into an issue)
@@ -692,6 +695,61 @@ def _find_header(text: bytes, row_start: int) -> list[str] | None:
     return None
 
 
+# -- llama-recipes / llama-cookbook (train_utils.py) -------------------------------------------------------
+
+#: the tqdm description of each step: ``Training Epoch: 1/3, step 10/100 completed (loss: tensor(1.23, device=...))``
+#: (``loss.detach().float()`` is a tensor, so its repr is printed; forks print a plain float)
+_LR_STEP = re.compile(rb"Training Epoch: (\d+)/\d+, step (\d+)/(\d+) completed \(loss: (?:tensor\()?(" + NUM + rb")")
+#: ``evaluation()`` prints ``f" {eval_ppl=} {eval_epoch_loss=}"``: two tensors
+_LR_EVAL = re.compile(rb"eval_ppl=(?:tensor\()?(" + NUM + rb")[^\r\n]{0,200}?eval_epoch_loss=(?:tensor\()?(" + NUM + rb")")
+#: the end of each epoch: ``Epoch 1: train_perplexity=2.9854, train_epoch_loss=1.0937, epoch time 3146.01s``
+_LR_EPOCH = re.compile(rb"Epoch \d+: train_perplexity=(" + NUM + rb"), train_epoch_loss=(" + NUM + rb")")
+#: finetuning.py's summary, ``[print(f'Key: {k}, Value: {v}') for k, v in results.items()]``
+_LR_KEY = re.compile(rb"Key: (avg_\w+), Value: (" + NUM + rb")")
+_LR_SKIP = ("_time",)
+
+
+def parse_llama_recipes(text: bytes, first_line: int, st: StepState, out: Collector,
+                        steps: StepMarks, used: Used) -> None:
+    """Step losses at ``(epoch - 1) * steps_per_epoch + step`` (step counts from 0); evaluations, epoch means and the
+    final summary at the step in force when they are printed."""
+    if b"Training Epoch: " not in text and b"eval_ppl=" not in text and b"Key: avg_" not in text \
+            and b"train_epoch_loss=" not in text:
+        return
+    lines = Lines(text, first_line)
+    found: list[tuple[int, int, bytes, bytes | None, int | None]] = []  # (pos, kind, a, b, step)
+    for m in _LR_STEP.finditer(text):
+        found.append((m.start(), 0, m[4], None, (int(m[1]) - 1) * int(m[3]) + int(m[2])))
+    for rx, kind in ((_LR_EVAL, 1), (_LR_EPOCH, 2), (_LR_KEY, 3)):
+        for m in rx.finditer(text):
+            found.append((m.start(), kind, m[1], m[2], None))
+    found.sort()
+    last_marked = getattr(st, "llama_recipes_step", None)
+    for pos, kind, a, b, step in found:
+        if used.covers(line_start(text, pos), pos + 1):
+            continue
+        line = lines.at(pos)
+        if kind == 0:
+            if step != last_marked:  # tqdm redraws the same description: one point per step
+                out.add(step, "loss", float(a), line)
+                _mark(st, steps, used, pos, step, "llama_recipes")
+                last_marked = step
+            continue
+        at = st.last_step if st.last_step is not None else 0
+        if kind == 1:
+            out.add(at, "eval_ppl", float(a), line)
+            out.add(at, "eval_epoch_loss", float(b), line)
+            out.metric_override["eval_epoch_loss"] = "eval_loss"
+        elif kind == 2:
+            out.add(at, "train_perplexity", float(a), line)
+            out.add(at, "train_epoch_loss", float(b), line)
+        elif not a.decode().endswith(_LR_SKIP):
+            out.add(at, a.decode(), float(b), line)
+        used.add(pos)
+        st.frameworks.add("llama_recipes")
+    st.llama_recipes_step = last_marked  # type: ignore[attr-defined]
+
+
 # -- key/value tables (stable-baselines3, OpenAI baselines, stable-baselines) ----------------------
 
 #: one dump of SB3's ``HumanOutputFormat`` / baselines' ``logger.dumpkvs``: a dashed rule, ``| key | value |`` rows
@@ -839,6 +897,7 @@ FORMAT_PARSERS = (
     (parse_keras, (b"step", b"ETA", b"sample", b"loss")),
     (parse_tqdm_postfix, (b"",)),
     (parse_yolo, (b"GPUmem", b"gpumem")),
+    (parse_llama_recipes, (b"Epoch", b"evalppl", b"Key", b"trainepochloss")),
     (parse_kv_table, (b"",)),
     (parse_pipe_table, (b"",)),
     (parse_columns, (b"",)),

@@ -236,9 +236,12 @@ def parse_scheduler_verbose(text: bytes, first_line: int, st: StepState, out: Co
 
 # -- metrics dicts pretty-printed over several lines (pprint, json.dumps(indent=...), a tidied paste) ----
 
-_ML_OPEN = re.compile(rb"\{[ \t]*\r?\n")
-_ML_ROW = re.compile(rb"[ \t]*['\"]([^'\"\r\n]{1,120})['\"][ \t]*:[ \t]*(" + NUM + rb"|'" + NUM + rb"'|\"" + NUM + rb"\")"
-                     rb"[ \t]*,?[ \t]*\r?\n")
+#: ``{`` alone on its line (json.dumps(indent=...)), or ``{`` then the first row on the same line (pprint)
+_ML_OPEN = re.compile(rb"\{(?:[ \t]*\r?\n|(?=['\"]))")
+#: a value: a number (quoted or not), or a printed 0-d tensor (``tensor(0.6926, device='cuda:2', grad_fn=<...>)``:
+#: the loss dict of torchvision detection models and of many hand-written loops, printed as it is returned)
+_ML_VALUE = rb"(?:(" + NUM + rb"|'" + NUM + rb"'|\"" + NUM + rb"\")|tensor\(\s*(" + NUM + rb")\s*(?:,[^()\r\n]{0,300})?\))"
+_ML_ROW = re.compile(rb"[ \t]*['\"]([^'\"\r\n]{1,120})['\"][ \t]*:[ \t]*" + _ML_VALUE + rb"[ \t]*(,|\})?[ \t]*(?:\r?\n|\Z)")
 _ML_CLOSE = re.compile(rb"[ \t]*\}")
 _ML_OTHER = re.compile(rb"[ \t]*['\"][^'\"\r\n]{1,120}['\"][ \t]*:[^\r\n]{0,400}\r?\n")
 #: keys of a record that are not metrics
@@ -247,33 +250,39 @@ _ML_SKIP = {"epoch", "step", "global_step", "current_steps", "total_steps"}
 
 def parse_multiline_dicts(text: bytes, first_line: int, st: StepState, out: Collector,
                           steps: StepMarks, used: Used) -> None:
-    """``{`` alone on a line, then ``'key': value,`` lines: one record, numbered after the last step seen (or at its
-    ``step``). A record cut short (a paste that ends mid-dict) keeps the rows printed before the cut."""
+    """``{`` alone on a line then ``'key': value,`` lines, or pprint's ``{'key': value,`` then `` 'key': value}``: one
+    record, numbered after the last step seen (or at its ``step``). A record cut short (a paste that ends mid-dict)
+    keeps the rows printed before the cut."""
     if b"{" not in text:
         return
     lines = Lines(text, first_line)
-    for m in _ML_OPEN.finditer(text):  # literal-led: "{" then the end of its line
+    for m in _ML_OPEN.finditer(text):  # literal-led: "{" then the end of its line or a quote
         ls = line_start(text, m.start())
         if text[ls:m.start()].strip(b" \t") or used.covers(ls, m.end()):
             continue
-        pos, rows, step = m.end(), [], None
+        pos, rows, step, closed = m.end(), [], None, False
         while True:
             r = _ML_ROW.match(text, pos)
             if r is not None:
                 key = r[1].decode("utf-8", "replace")
-                val = float(r[2].strip(b"'\""))
+                val = float((r[2] or r[3]).strip(b"'\""))
                 if key in ("step", "global_step", "current_steps"):
                     step = int(val) if val == val and abs(val) < 2 ** 62 else None
                 elif key not in _ML_SKIP:
                     rows.append((key, val, r.start()))
                 pos = r.end()
+                if r[4] == b"}":
+                    closed = True
+                    break
                 continue
             o = _ML_OTHER.match(text, pos)
             if o is None:
                 break
             pos = o.end()
-        if rows and not _ML_CLOSE.match(text, pos):
+        if rows and not closed and not _ML_CLOSE.match(text, pos):
             rows.pop()  # no closing brace: the paste was cut, and its last value may be cut with it
+        if len(rows) < 2 and m.end() - m.start() == 1 and not closed:
+            continue  # pprint's form needs a second row: ``{'loss': 1.2`` alone is a cut one-line dict
         if not any("loss" in k.lower() or k == "grad_norm" for k, _, _ in rows):
             continue
         if step is None:
@@ -286,6 +295,37 @@ def parse_multiline_dicts(text: bytes, first_line: int, st: StepState, out: Coll
         used.add(m.start())
         for _, _, at in rows:
             used.add(at)
+
+
+# -- a loss dict printed on one line with its tensors ---------------------------------------------------
+
+#: ``{'loss_classifier': tensor(0.6958, device='cuda:0', grad_fn=<NllLossBackward0>), 'loss_box_reg': tensor(...)}``:
+#: what ``print(loss_dict)`` shows for torchvision detection models and many hand-written loops
+_TENSOR_DICT = re.compile(rb"\{'[^{}\r\n]{1,16384}\}")
+_TENSOR_ITEM = re.compile(rb"'([^'\r\n]{1,120})':\s*tensor\(\s*(" + NUM + rb")\s*[,)]")
+
+
+def parse_tensor_dicts(text: bytes, first_line: int, st: StepState, out: Collector,
+                       steps: StepMarks, used: Used) -> None:
+    """One record per dict naming a loss, numbered after the last step seen (a framework that prints such a dict at a
+    known step, detectron2's ``loss_dict = {...}``, claims its line first)."""
+    if b"': tensor(" not in text:
+        return
+    lines = Lines(text, first_line)
+    for m in _TENSOR_DICT.finditer(text):
+        if b"tensor(" not in m[0] or used.covers(line_start(text, m.start()), m.end()):
+            continue
+        rows = [(k.decode("utf-8", "replace"), float(v)) for k, v in _TENSOR_ITEM.findall(m[0])]
+        if not any("loss" in k.lower() for k, _ in rows):
+            continue
+        step = (st.last_step if st.last_step is not None else 0) + 1
+        st.inferred = True
+        at = lines.at(m.start())
+        for key, val in rows:
+            out.add(step, key, val, at)
+        steps.append((m.start(), step))
+        st.last_step = step
+        used.add(m.start())
 
 
 # -- a line of nothing but metric pairs (a pasted summary, one print of a dict-less loop) -----------------
@@ -447,6 +487,7 @@ LOOSE_PARSERS = (
     (parse_step_less_val_loss, (b"valloss",)),
     (parse_hf_metrics_block, (b"metrics",)),
     (parse_multiline_dicts, (b"",)),
+    (parse_tensor_dicts, (b"tensor",)),
     (parse_progress_meter, (b"Epoch",)),
     (parse_scheduler_verbose, (b"Adjustinglearningrate",)),
     (parse_pair_records, _RECORD_LITERALS),
