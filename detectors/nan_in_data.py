@@ -85,7 +85,10 @@ def detect(run: Run) -> Iterable[Finding]:
 
 #: metrics that are not loss terms (rates, norms, timings, throughput, accuracy, counters)
 NOT_A_TERM = re.compile(r"(?i)^(?:loss|total_loss|eval_.*|val_.*|test_.*)$|lr|learning_rate|grad|norm|time|cost|eta|mem|"
-                        r"ips|epoch|acc|speed|token|sample|throughput|scale|step|iter|fg|bg")
+                        r"ips|epoch|acc|speed|token|sample|throughput|scale|step|iter|fg|bg|"
+                        # statistics over a subset of the batch (preference/RL trainers: TRL's logps/rejected,
+                        # rewards/chosen): NaN whenever a batch holds none of that subset, whatever the data's values
+                        r"logps|logits|reward|margin|chosen|rejected|perplexity|ppl|(?:^|/)kl$")
 #: a term non-finite at this many logs with the other terms finite beside it, the later one after the first
 MIN_PARTIAL_LOGS = 2
 

@@ -349,3 +349,32 @@ def test_autograd_anomaly_nan_is_a_nonfinite_onset_not_an_unknown_crash(tmp_path
     assert _verdict(a)[1] != "crash" and _verdict(a)[0] != "healthy"
     num = [f for f in a.diagnosis.findings if f.code == "NUM001"]
     assert num and any("LogSigmoidBackward0" in e.detail for e in num[0].evidence)
+
+
+# https://github.com/alibaba/Pai-Megatron-Patch/issues/680 (Megatron in bf16: the loss scale is a constant 1.0)
+MEGATRON_BF16_NAN = (" iteration        1/    5000 | consumed samples:          128 | elapsed time per iteration (ms): "
+                     "140930.2 | throughput per GPU (TFLOP/s/GPU): 0.3 | learning rate: 5.000000E-08 | global batch size:"
+                     "   128 | lm loss: 1.196676E+01 | load_balancing_loss: 5.185859E-01 | loss scale: 1.0 | grad norm: nan "
+                     "| number of skipped iterations:   0 | number of nan iterations:   0 |\n\n"
+                     " AssertionError: Rank 114: found NaN in local forward loss calculation. Device: 2,\n")
+
+
+def test_a_single_loss_scale_of_one_is_not_a_collapse(tmp_path: Path):
+    a = _run(tmp_path, MEGATRON_BF16_NAN)
+    assert _verdict(a)[1] != "loss_scale_collapse"
+    assert not any(f.root_cause == "loss_scale_collapse" for f in a.diagnosis.findings)
+    assert _verdict(a)[0] != "healthy"
+
+
+# https://github.com/huggingface/trl/issues/1447 (KTOTrainer: a batch without rejected examples averages nothing)
+KTO = """{'loss': 1.0431, 'grad_norm': 42.099464416503906, 'learning_rate': 1.0000000000000002e-06, 'rewards/chosen': 0.0, 'rewards/rejected': 0.0, 'rewards/margins': 0.0, 'kl': 0.0, 'logps/chosen': -37.16696548461914, 'logps/rejected': -87.62107849121094, 'epoch': 0.0}
+{'loss': nan, 'grad_norm': 41.9438362121582, 'learning_rate': 2.0000000000000003e-06, 'rewards/chosen': 0.0, 'rewards/rejected': nan, 'rewards/margins': nan, 'kl': 0.0, 'logps/chosen': -32.92508316040039, 'logps/rejected': nan, 'epoch': 0.0}
+{'loss': nan, 'grad_norm': 29.28327178955078, 'learning_rate': 3e-06, 'rewards/chosen': nan, 'rewards/rejected': nan, 'rewards/margins': nan, 'kl': 0.15479230880737305, 'logps/chosen': nan, 'logps/rejected': nan, 'epoch': 0.0}
+{'loss': nan, 'grad_norm': 32.70748519897461, 'learning_rate': 4.000000000000001e-06, 'rewards/chosen': 0.06518054008483887, 'rewards/rejected': nan, 'rewards/margins': nan, 'kl': 0.43951892852783203, 'logps/chosen': -31.101844787597656, 'logps/rejected': nan, 'epoch': 0.0}
+"""
+
+
+def test_statistics_of_a_batch_subset_are_not_loss_terms(tmp_path: Path):
+    a = _run(tmp_path, KTO)
+    assert not any(f.code == "DATA001" for f in a.diagnosis.findings)  # logps/rejected NaN = no rejected sample
+    assert _verdict(a)[0] != "healthy"
