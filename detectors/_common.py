@@ -289,20 +289,34 @@ def is_policy_gradient_run(run: Run) -> bool:
     return any(_RL_METRIC.search(m) for m in run.metrics())
 
 
+#: logs of an all-NaN loss term before it counts as a term the trainer does not compute
+NOT_COMPUTED_LOGS = 3
+
+
 def not_computed(run: Run, metric: str, pts: Series) -> bool:
     """An auxiliary metric that is NaN at every log from the first while the loss is finite: a term the trainer did
     not compute (by construction, e.g. TRL GRPO ``kl`` with beta 0), not a failure. The main series never qualify."""
     if metric in WATCHED or not len(pts) or pts.finite.any():
         return False
+    if len(pts) < NOT_COMPUTED_LOGS and _LOSS_PART.search(metric.lower()):
+        return False  # a loss term NaN at its one or two logs has not shown it is never computed
     loss = points(run, "loss")
-    return len(loss) > 0 and bool(loss.finite.all())
+    if len(loss):
+        return bool(loss.finite.all())
+    # no total loss logged (mmseg's decode.loss_seg, per-head terms): another loss term finite at every log computes
+    return any(m != metric and loss_like(m) and len(p := points(run, m)) and bool(p.finite.all())
+               for m in run.metrics() if m not in WATCHED)
+
+
+#: "loss" as a part of a metric's name (``loss_cls``, ``train_mel_loss_before``, ``decode.loss_seg``, ``generator_loss``)
+_LOSS_PART = re.compile(r"(?:^|[_/.\s-])loss(?:$|[_/.\s-])")
 
 
 def loss_like(metric: str) -> bool:
     m = metric.lower()
-    if m in SUMMARY_METRICS:
+    if m in SUMMARY_METRICS or m.startswith("loss_scale") or m.endswith("loss_scale"):
         return False
-    return m in WATCHED or m.endswith("_loss") or m.startswith("loss")
+    return m in WATCHED or m.startswith("loss") or _LOSS_PART.search(m) is not None
 
 
 def hidden_zero_mask(loss: Series, gn: Series) -> np.ndarray:

@@ -378,3 +378,31 @@ def test_statistics_of_a_batch_subset_are_not_loss_terms(tmp_path: Path):
     a = _run(tmp_path, KTO)
     assert not any(f.code == "DATA001" for f in a.diagnosis.findings)  # logps/rejected NaN = no rejected sample
     assert _verdict(a)[0] != "healthy"
+
+
+# -- "(Step: N) key = value." -------------------------------------------------------------------------------
+
+# https://github.com/TensorSpeech/TensorFlowTTS/issues/258 (FastSpeech2, base_trainer._check_log_interval)
+TFTTS = """[train]:  48%|####8     | 95400/200000 [02:45<7:39:06,  3.80it/s]2020-09-10 11:52:14,447 (base_trainer:831) INFO: (Step: 95400) train_duration_loss = 0.0353.
+2020-09-10 11:52:14,448 (base_trainer:831) INFO: (Step: 95400) train_f0_loss = 0.0659.
+2020-09-10 11:52:14,448 (base_trainer:831) INFO: (Step: 95400) train_energy_loss = 0.0505.
+2020-09-10 11:52:14,449 (base_trainer:831) INFO: (Step: 95400) train_mel_loss_before = nan.
+2020-09-10 11:52:14,449 (base_trainer:831) INFO: (Step: 95400) train_mel_loss_after = nan.
+"""
+
+
+def test_paren_step_lines_are_read_and_a_nan_loss_term_is_never_healthy(tmp_path: Path):
+    a = _run(tmp_path, TFTTS)
+    df = a.run.scalars
+    assert set(df["step"]) == {95400}
+    assert _series(a, "train_f0_loss") == [0.0659] and math.isnan(_series(a, "train_mel_loss_before")[0])
+    assert _verdict(a)[0] != "healthy"
+
+
+def test_parallel_wavegan_style_steps_lines(tmp_path: Path):
+    # kan-bayashi/ParallelWaveGAN trainers: logging.info(f"(Steps: {self.steps}) {key} = {value:.4f}.")
+    a = _run(tmp_path, "".join(f"2021-01-01 00:00:0{i},000 (train:300) INFO: (Steps: {1000 * i}) "
+                               f"train/generator_loss = {3.0 - i / 10:.4f}.\n" for i in range(1, 5)))
+    df = a.run.scalars
+    assert sorted(df["step"]) == [1000, 2000, 3000, 4000]
+    assert _verdict(a) == ("healthy", "healthy")

@@ -23,6 +23,8 @@ frameworks' sources:
 - tqdm bars with a ``key=value`` postfix (OpenRLHF ``Train step of epoch 0: ...| 10/100 [..., gpt_loss=0.1, lr=1e-5]``,
   PPO ``Episode [1/2]: ...| 5/10 [..., policy_loss=0.1]`` and ``Train epoch [1/1]: ...| 2/2 [..., pg=0.16, rm=0.39]``)
 - YOLO (ultralytics) console rows under ``Epoch GPU_mem box_loss cls_loss dfl_loss Instances Size``
+- ParallelWaveGAN-style trainers (kan-bayashi) and TensorFlowTTS ``base_trainer``: ``(Steps: 400) train/generator_loss =
+  2.1234.``, ``(Step: 95400) train_mel_loss_before = nan.``, one metric per line
 - llama-recipes / llama-cookbook ``train_utils``: ``Training Epoch: 1/3, step 10/100 completed (loss: tensor(1.23, ...))``,
   `` eval_ppl=tensor(...) eval_epoch_loss=tensor(...)``, ``Epoch 1: train_perplexity=..., train_epoch_loss=...``,
   ``Key: avg_train_loss, Value: ...``
@@ -695,6 +697,25 @@ def _find_header(text: bytes, row_start: int) -> list[str] | None:
     return None
 
 
+# -- "(Steps: N) key = value." (kan-bayashi's ParallelWaveGAN trainers and TensorFlowTTS' base_trainer) ---------
+
+#: ``logging.info(f"(Step: {self.steps}) train_{name} = {value:.4f}.")``: one metric per line, with its step
+_PAREN_STEP = re.compile(rb"\((?:Steps?|steps?): (\d{1,18})\) ([A-Za-z][\w/.-]{0,80}) = (" + NUM + rb")\.?[ \t]*\r?(?=\n|\Z)")
+
+
+def parse_paren_steps(text: bytes, first_line: int, st: StepState, out: Collector,
+                      steps: StepMarks, used: Used) -> None:
+    if b"Step" not in text and b"step" not in text:
+        return
+    if b"(Step: " not in text and b"(Steps: " not in text and b"(step: " not in text and b"(steps: " not in text:
+        return
+    lines = Lines(text, first_line)
+    for m in _PAREN_STEP.finditer(text):
+        step = int(m[1])
+        out.add(step, m[2].decode("utf-8", "replace"), float(m[3]), lines.at(m.start()))
+        _mark(st, steps, used, m.start(), step)
+
+
 # -- llama-recipes / llama-cookbook (train_utils.py) -------------------------------------------------------
 
 #: the tqdm description of each step: ``Training Epoch: 1/3, step 10/100 completed (loss: tensor(1.23, device=...))``
@@ -897,6 +918,7 @@ FORMAT_PARSERS = (
     (parse_keras, (b"step", b"ETA", b"sample", b"loss")),
     (parse_tqdm_postfix, (b"",)),
     (parse_yolo, (b"GPUmem", b"gpumem")),
+    (parse_paren_steps, (b"Step", b"step")),
     (parse_llama_recipes, (b"Epoch", b"evalppl", b"Key", b"trainepochloss")),
     (parse_kv_table, (b"",)),
     (parse_pipe_table, (b"",)),
