@@ -34,7 +34,7 @@ ROOT_CAUSES: dict[str, str] = {
     "loss_scale_collapse": "fp16 dynamic loss scale collapsed to its minimum (persistent overflow).",
     "bf16_unsupported_hardware": "bf16 requested on hardware without bf16 support (pre-Ampere GPU).",
     "empty_response": "Empty responses: the prompt fills the length budget, leaving no response tokens.",
-    "all_labels_masked": "Every label is masked (-100): there is nothing to learn from, loss 0 or NaN.",
+    "all_labels_masked": "Every target is masked or missing (labels all -100, no ground-truth box): nothing to learn from, loss 0 or NaN.",
     "sequence_parallel_labels": "Sequence parallelism leaves shards without supervised labels.",
     "padding_free_without_flash_attn": "Padding-free/packed batches without FlashAttention attend across samples.",
     "gradientless_params": "Trainable parameters receive no gradient; weights never move.",

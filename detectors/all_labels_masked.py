@@ -110,7 +110,50 @@ def _loss_healthy(run: Run) -> bool:
     return len(rows) >= 2 and bool((rows.values != 0.0).any())
 
 
+#: a box-regression loss term of a detector (mmdet loss_bbox / loss_rpn_bbox, detectron2 loss_box_reg / loss_rpn_loc,
+#: torchvision loss_box_reg / loss_rpn_box_reg, YOLO box_loss)
+_BOX_TERM = re.compile(r"(?i)^(?=.*loss).*(?:bbox|box|rpn_loc)")
+#: a classification loss term beside it
+_CLS_TERM = re.compile(r"(?i)^(?=.*loss).*(?:cls|class|objectness|obj)")
+
+
+def _no_box_targets(run: Run) -> Finding | None:
+    """Every box-regression term exactly 0.0 at every log from the start while classification trains: the regression
+    loss is a sum over positive (foreground) anchors, so 0 means no ground-truth box ever reached it (class names not
+    set for a custom dataset, annotations filtered out, wrong category ids)."""
+    boxes = {m: points(run, m) for m in run.metrics() if _BOX_TERM.search(m)}
+    boxes = {m: p for m, p in boxes.items() if len(p)}
+    if not boxes or any(len(p) < MIN_ZERO_POINTS or bool((p.values != 0.0).any()) or not _starts_at_start(p)
+                        for p in boxes.values()):
+        return None
+    cls = [(m, p) for m in run.metrics() if _CLS_TERM.search(m) and not _BOX_TERM.search(m)
+           for p in [points(run, m)] if len(p) and bool((p.finite & (p.values > 0)).any())]
+    if not cls:
+        return None
+    name, rows = next(iter(boxes.items()))
+    cname, crows = cls[0]
+    evidence = [scalar_evidence(m, p.row(-1), f"{m} exactly 0.0 at all {len(p)} logs (steps {p.steps[0]}..{p.steps[-1]})")
+                for m, p in list(boxes.items())[:3]]
+    evidence.append(scalar_evidence(cname, crows.row(0), f"{cname} = {fmt(float(crows.values[0]))} at step "
+                                                         f"{crows.steps[0]}: the classifier trains"))
+    return Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.6,
+        title="Box-regression loss exactly 0 at every log: no ground-truth box reaches the loss",
+        message=(f"{', '.join(list(boxes)[:3])} {'is' if len(boxes) == 1 else 'are'} exactly 0.0 at every log from step "
+                 f"{rows.steps[0]} while {cname} trains: the regression loss sums over foreground anchors, so no image "
+                 "contributed a ground-truth box (every box filtered out or never matched to a class)."),
+        first_step=int(rows.steps[0]), evidence=evidence, basis="inferred", symptom="zero_loss",
+        remedies=["Check that the dataset's class names match the annotation categories (mmdet: set classes=(...) in "
+                  "the train/val dataset config of a custom COCO dataset; detectron2: thing_classes), and count the "
+                  "boxes per image after loading.",
+                  "Check the box format and image sizes after resizing (x1<x2, y1<y2, inside the image): boxes filtered "
+                  "as invalid or empty images skipped (filter_empty_gt) leave no positives."])
+
+
 def detect(run: Run) -> Iterable[Finding]:
+    box = _no_box_targets(run)
+    if box is not None:
+        yield box
     evidence: list[Evidence] = []
     reasons: list[str] = []
     first_step: int | None = None

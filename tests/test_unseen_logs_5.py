@@ -406,3 +406,28 @@ def test_parallel_wavegan_style_steps_lines(tmp_path: Path):
     df = a.run.scalars
     assert sorted(df["step"]) == [1000, 2000, 3000, 4000]
     assert _verdict(a) == ("healthy", "healthy")
+
+
+# -- a detector that never sees a ground-truth box -------------------------------------------------------------
+
+# https://github.com/open-mmlab/mmdetection/issues/2744 (custom COCO-format dataset, classes not set in the config)
+MMDET_NO_GT = """2020-05-16 14:56:10,068 - mmdet - INFO - workflow: [('train', 1)], max: 12 epochs
+2020-05-16 14:56:28,250 - mmdet - INFO - Epoch [1][50/534]      lr: 0.00198, eta: 0:38:23, time: 0.362, data_time: 0.013, memory: 3274, loss_rpn_cls: 0.2651, loss_rpn_bbox: 0.0000, loss_cls: 0.4077, acc: 91.1543, loss_bbox: 0.0000, loss: 0.6728
+2020-05-16 14:56:42,271 - mmdet - INFO - Epoch [1][100/534]     lr: 0.00398, eta: 0:33:46, time: 0.280, data_time: 0.006, memory: 3274, loss_rpn_cls: 0.0000, loss_rpn_bbox: 0.0000, loss_cls: 0.4531, acc: 100.0000, loss_bbox: 0.0000, loss: 0.4531
+2020-05-16 14:56:57,230 - mmdet - INFO - Epoch [1][150/534]     lr: 0.00597, eta: 0:32:44, time: 0.299, data_time: 0.007, memory: 3274, loss_rpn_cls: 0.0000, loss_rpn_bbox: 0.0000, loss_cls: 0.1650, acc: 100.0000, loss_bbox: 0.0000, loss: 0.1650
+"""
+
+
+def test_box_regression_loss_zero_at_every_log_is_no_ground_truth(tmp_path: Path):
+    a = _run(tmp_path, MMDET_NO_GT)
+    assert _verdict(a) == ("failed", "all_labels_masked")
+    f = next(f for f in a.diagnosis.findings if f.code == "LBL001")
+    assert "loss_bbox" in f.message and f.first_step == 50
+
+
+def test_box_regression_loss_that_is_sometimes_zero_is_healthy(tmp_path: Path):
+    # a sparse-object dataset: some intervals have no positive anchor, most do
+    log = MMDET_NO_GT.replace("loss_rpn_bbox: 0.0000, loss_cls: 0.4531", "loss_rpn_bbox: 0.0412, loss_cls: 0.4531") \
+                     .replace("loss_bbox: 0.0000, loss: 0.4531", "loss_bbox: 0.1203, loss: 0.4531")
+    a = _run(tmp_path, log)
+    assert not any(f.code == "LBL001" for f in a.diagnosis.findings)
