@@ -47,6 +47,7 @@ ROOT_CAUSES: dict[str, str] = {
     "kl_estimator_overflow": "The KL estimator (exp of a log-ratio) overflowed: NaN gradients reached the policy weights.",
     "completions_truncated": "Sampled completions hit the length cap: no final answer, flat rewards, nothing to learn (GRPO/PPO).",
     "lr_schedule_stalled": "The learning-rate schedule kept the LR near zero (warmup longer than the run, scheduler never stepped).",
+    "data_exhausted": "The input pipeline ran out of batches before the planned steps: training stopped early.",
     "crash": "The run died from an exception that names no known training failure.",
     "unknown": "Something is wrong, but the evidence does not single out a cause.",
 }

@@ -5,7 +5,8 @@ What it detects:
     "CUDA out of memory", "CUBLAS_STATUS_ALLOC_FAILED") becomes root cause ``out_of_memory``;
     any other traceback becomes ``crash`` with the exception type and message, the step the run
     died at and the last checkpoint with finite weights to resume from. ``KeyboardInterrupt`` is
-    a user stop, reported as info.
+    a user stop, reported as info. Keras ending ``fit()`` because the input ran out of data (a warning, no
+    exception) becomes ``data_exhausted``: the run stopped short of its plan.
 
 Why it matters:
     A crash ends the run whatever else happened; the step and the last usable checkpoint say how
@@ -95,7 +96,33 @@ def _exc(ev: Event) -> tuple[str, str]:
     return t or "Exception", m or ev.message.strip()
 
 
+def _input_exhausted(run: Run) -> Finding | None:
+    """Keras stopping fit() because the data ran out: no exception, the run just ends short of its plan."""
+    evs = run.events_of("input_exhausted")
+    if not evs:
+        return None
+    ev = evs[0]
+    planned = ev.data.get("planned_batches")
+    step = ev.step if ev.step is not None else step_near(run, ev)
+    at = f" at step {step}" if step is not None else ""
+    return Finding(
+        code=CODE, name=SLUG, root_cause="data_exhausted", severity="error", confidence=0.85,
+        title=f"Training stopped early{at}: the input ran out of data",
+        message=(f"fit() interrupted training{at} because the dataset or generator ran out of batches"
+                 + (f" before the {planned:,} planned (steps_per_epoch * epochs)" if planned else "")
+                 + ": the run ends as if finished, having trained only part of its plan."),
+        first_step=step, evidence=[event_evidence(ev, f"\"{ev.message.strip()[:200]}\"")],
+        remedies=["Repeat the dataset (tf.data: dataset.repeat(); a Python generator: loop forever) so it yields "
+                  "steps_per_epoch * epochs batches, or set steps_per_epoch = number of samples // batch_size "
+                  "(or leave it unset for a finite dataset).",
+                  "For validation data, set validation_steps the same way."],
+        basis="direct", symptom="stopped_early")
+
+
 def detect(run: Run) -> Iterable[Finding]:
+    short = _input_exhausted(run)
+    if short is not None:
+        yield short
     ooms = run.events_of("oom") + [e for e in run.events_of("traceback", "error") if OOM.search(f"{e.message} {e.data.get('exc_message', '')}")]
     # a native abort (uncaught C++ exception, segfault) ends the run like a traceback, without printing one
     tracebacks = [e for e in run.events_of("traceback", "native_abort") if e not in ooms]

@@ -431,3 +431,19 @@ def test_box_regression_loss_that_is_sometimes_zero_is_healthy(tmp_path: Path):
                      .replace("loss_bbox: 0.0000, loss: 0.4531", "loss_bbox: 0.1203, loss: 0.4531")
     a = _run(tmp_path, log)
     assert not any(f.code == "LBL001" for f in a.diagnosis.findings)
+
+
+# -- a Keras run that ran out of input ------------------------------------------------------------------------
+
+# https://github.com/zxq2233/n2n-watermark-remove/issues/10 (model.fit with a Python generator, default steps_per_epoch
+# 1000 and 100 epochs; the warning is glued to the tail of the progress bar)
+KERAS_SHORT = (".6352WARNING:tensorflow:Your input ran out of data; interrupting training. Make sure that your dataset "
+               "or generator can generate at least `steps_per_epoch * epochs` batches (in this case, 100000 batches). "
+               "You may need to use the repeat() function when building your dataset\n")
+
+
+def test_keras_input_ran_out_of_data_is_a_run_cut_short(tmp_path: Path):
+    a = _run(tmp_path, KERAS_SHORT)
+    assert _verdict(a) == ("failed", "data_exhausted")
+    f = next(f for f in a.diagnosis.findings if f.root_cause == "data_exhausted")
+    assert "100,000" in f.message and any("repeat()" in r for r in f.remedies)

@@ -27,7 +27,8 @@ EVENT_KINDS = (
     "tokenization_mismatch", "response_key_missing", "padding_free_warning", "flash_attn_warning",
     "nan_stop", "oom", "bf16_unsupported", "prompt_fills_max_length", "index_out_of_range",
     "cudnn_sdpa_warning", "ddp_unused_params", "unscale_fp16", "gemma_eager_warning", "loss_watchdog",
-    "empty_tensor_load", "nan_input", "labels_masked", "no_trainable_params", "native_abort", "warning", "error",
+    "empty_tensor_load", "nan_input", "labels_masked", "no_trainable_params", "native_abort", "input_exhausted",
+    "warning", "error",
 )
 
 #: events kept per kind from the start of the log: enough to show how a sequence began
@@ -120,6 +121,11 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("nan_stop", re.compile(r"Function '(\w+)' returned nan values in its (\d+)\w* output"),
      lambda m: {"tensor": m[1], "what": "gradient", "anomaly": True}),
     ("loss_watchdog", re.compile(r"Loss is too high, stopping training"), lambda m: {}),
+    # tf.keras / Keras 3 fit(): a dataset or generator that yields fewer than steps_per_epoch * epochs batches ends
+    # training with only this warning ("... at least `steps_per_epoch * epochs` batches (in this case, 100000 batches)")
+    ("input_exhausted", re.compile(r"Your input ran out of data; interrupting training"
+                                   r"(?:[^\n]*?\(in this case, (\d+) batches\))?"),
+     lambda m: {"planned_batches": int(m[1]) if m[1] else None}),
     # the messages themselves, not prose about them ("--half, needed to avoid CUDA out of memory)"): torch's
     # "CUDA out of memory. Tried to allocate", TF's "OOM when allocating tensor", XLA's RESOURCE_EXHAUSTED
     ("oom", re.compile(r"CUDA out of memory(?=\s*[.;:,]|\s+Tried|\s*$)|OutOfMemoryError|"
@@ -186,7 +192,7 @@ TRIGGERS = (
     "Loss became", "Invalid loss", "Monitored metric", "The gradients at all", "Nan in summary",
     "ignored in loss calculation", "rainable params", "No inf checks", "mixed precision requires", "precision was requested",
     "malloc_or_wait", "metal::malloc", "Insufficient Memory", "kIOGPU", "libc++abi", "terminate called",
-    "core dumped", "Fatal Python error", "returned nan values",
+    "core dumped", "Fatal Python error", "returned nan values", "Your input ran out",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the
