@@ -6,24 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from autopsy.pipeline import analyze
-
-
-def _run(tmp_path: Path, log: str, config: str | None = None, name: str = "log.txt"):
-    (tmp_path / name).write_text(log)
-    if config is not None:
-        (tmp_path / "config.txt").write_text(config)
-    return analyze(tmp_path)
-
-
-def _verdict(a):
-    return a.diagnosis.verdict.status, a.diagnosis.verdict.root_cause
-
-
-def _series(a, metric: str) -> list[float]:
-    df = a.run.scalars
-    return df[df["metric"] == metric].sort_values("step")["value"].tolist()
-
+from tests.test_unseen_logs import _run, _series, _verdict  # the same helpers: analyse a folder with one log
 
 # https://github.com/HuiZhang0812/DiffusionAD/issues/32 (train.py prints its args, then one line per epoch)
 DIFFUSIONAD_ARGS = ("args1.json defaultdict(<class 'str'>, {'img_size': [256, 256], 'Batch_Size': 4, 'EPOCHS': 3000, "
