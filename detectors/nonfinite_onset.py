@@ -72,13 +72,34 @@ def detect(run: Run) -> Iterable[Finding]:
                 f"Fix the cause named by the other findings, then resume from the last checkpoint saved before {at}.",
                 ("Guard the loop: skip batches with a non-finite loss or stop (check torch.isfinite(loss) before backward) "
                 "so NaN never reaches the weights.")]
+    first = _from_first_log(run, onset.step)
+    if first:
+        remedies.insert(0, "Non-finite from the first log, before the optimizer could act: suspect what the first "
+                           "forward pass uses, not the learning rate: the loaded weights (autopsy scan the checkpoint), "
+                           "the model's dtype or quantization, the first batches' inputs, the framework version.")
     yield Finding(
         code=CODE, name=SLUG, root_cause=None, severity="error", confidence=0.95,
-        title=f"Training went non-finite at {at}",
-        message=f"First non-finite value at {at}: {onset.metric} ({shape}).",
+        title=f"Training went non-finite at {at}" + (" (the first log)" if first else ""),
+        message=f"First non-finite value at {at}: {onset.metric} ({shape})"
+                + ("; no finite loss was logged before it" if first else "") + ".",
         first_step=onset.step, evidence=evidence, remedies=remedies, basis="symptom",
         symptom={"grad_norm": "nonfinite_grad_norm", "eval_loss": "eval_nonfinite"}.get(onset.metric, "nonfinite_loss"),
     )
+
+
+def _from_first_log(run: Run, step: int | None) -> bool:
+    """No finite training or eval loss was logged before the onset: the NaN came with the first forward passes."""
+    if step is None:
+        return False
+    seen = False
+    for metric in ("loss", "eval_loss"):
+        pts = points(run, metric)
+        if not len(pts):
+            continue
+        seen = True
+        if bool((pts.finite & (pts.steps < step)).any()) or bool(pts.finite[pts.steps == step].any()):
+            return False
+    return seen
 
 
 def _skipped_steps(run: Run) -> Iterable[Finding]:

@@ -430,3 +430,27 @@ def test_keras_input_ran_out_of_data_is_a_run_cut_short(tmp_path: Path):
     assert _verdict(a) == ("failed", "data_exhausted")
     f = next(f for f in a.diagnosis.findings if f.root_cause == "data_exhausted")
     assert "100,000" in f.message and any("repeat()" in r for r in f.remedies)
+
+
+# https://github.com/ml-explore/mlx-examples/issues/718 (mlx_lm LoRA on an 8-bit Phi-3: NaN before any update)
+MLX_NAN_FIRST = """Trainable parameters: 0.042% (1.573M/3750.282M)
+Loading datasets
+Training
+Starting training..., iters: 100
+Iter 1: Val loss nan, Val took 61.907s
+Iter 10: Train loss nan, Learning Rate 1.000e-05, It/sec 0.264, Tokens/sec 530.838, Trained Tokens 20105, Peak mem 16.146 GB
+"""
+
+
+def test_nan_from_the_first_log_points_at_the_first_forward_not_the_lr(tmp_path: Path):
+    a = _run(tmp_path, MLX_NAN_FIRST)
+    num = next(f for f in a.diagnosis.findings if f.code == "NUM001")
+    assert "first log" in num.title and "first forward" in num.remedies[0]
+    assert _verdict(a)[1] != "lr_too_high"
+
+
+def test_nan_after_finite_logs_is_not_called_first_log(tmp_path: Path):
+    a = _run(tmp_path, "Iter 10: Train loss 2.31, Learning Rate 1.000e-05\nIter 20: Train loss 2.1, Learning Rate 1.000e-05\n"
+                       "Iter 30: Train loss nan, Learning Rate 1.000e-05\n")
+    num = next(f for f in a.diagnosis.findings if f.code == "NUM001")
+    assert "first log" not in num.title
