@@ -219,6 +219,17 @@ class EnvScanner:
             return False
         return self._facts(no, s)
 
+    def filler(self) -> None:
+        """What :meth:`line` does with a line no pattern here can match that is not blank, not a value and
+        not a prompt (a bare tqdm redraw, see ``text_facts.FILLER_LINE``): a GPU table gets one line further
+        from its end, a REPL question goes unanswered, a pip/conda listing ends. Nothing is emitted."""
+        if self.gpus:
+            self.gpu_gap += 1
+            if self.gpu_gap > GPU_TABLE_GAP:
+                self._gpu_rows_done()
+        self.asked = None
+        self.table = None
+
     def _facts(self, no: int, s: str) -> bool:
         m = _SMI_HEAD.search(s)
         if m:

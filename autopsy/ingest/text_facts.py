@@ -118,6 +118,15 @@ def parse_value(raw: str) -> tuple[bool, Any]:
     return True, r
 
 
+#: a bare tqdm redraw (``  3%|▎         | 62/2000 [01:02<32:10,  1.00it/s]``, the ASCII bar's ``#`` and digits
+#: too): no description, no postfix, no letter but those of ``it/s``. No pattern of this module or of
+#: env_facts can match such a line (they need a letter-led name before ``=``/``:``, ``--``, a quote, a
+#: brace, ``version``, a GPU or model name), so :meth:`FactScanner.filler` stands for
+#: :meth:`FactScanner.line` on it; the head of a log holds ~45k of them a 4 MB block
+FILLER_LINE = re.compile(rb"[ \t]*\d{1,3}%\|(?:[ #0-9]|\xe2\x96[\x88-\x8f])*\|[ \t]*\d+/\d+[ \t]*"
+                         rb"\[[0-9:<?., ]*(?:it/s|s/it)?\][ \t]*")
+
+
 class FactScanner:
     """Feeds lines; calls ``emit(key, value, line, original_key)`` for each fact found."""
 
@@ -195,6 +204,11 @@ class FactScanner:
             canon = KEYMAP.get(m[1])
             if canon is not None:
                 self._out(canon, parse_value(m[2])[1], no, m[1])
+
+    def filler(self) -> None:
+        """A :data:`FILLER_LINE` line: the same effect as :meth:`line` on it (only the line-based state of
+        the environment scanner moves), without decoding it or running the patterns."""
+        self.env.filler()
 
     def _out(self, canon: str, value: Any, no: int, original: str) -> None:
         """Emit one fact; a Lightning/Fabric ``precision`` ("16-true", "16-mixed", "bf16-mixed") or an Accelerate

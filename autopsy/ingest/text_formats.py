@@ -446,12 +446,36 @@ def _bars(text: bytes) -> list[tuple[int, int, int, bytes, bytes]]:
     return bars
 
 
+#: a ``[`` with an ``=`` after it, before any ``]`` or line break: what every postfix pair has in front of it
+_OPEN_EQ = re.compile(rb"\[[^\]\r\n]*=")
+
+
+def _postfix_may_hold_pairs(text: bytes) -> bool:
+    """False when no ``=`` of the chunk can lie in a bar's postfix, so :func:`_bars` need not run.
+
+    A postfix runs from its bar's ``[`` to the next ``]`` on the same line (or less), so an ``=`` is in
+    one only if its line has a ``[`` before it with no ``]`` between. A chunk of plain tqdm redraws
+    (45k a 4 MB chunk of HF Trainer output) beside DeepSpeed's ``[Rank 0] step=`` or a warning's
+    ``requires_grad=True`` has none: the bar scan, most of this parser's cost, would find no pair.
+    Each line holding an ``=`` is looked at once.
+    """
+    find, rfind = text.find, text.rfind
+    q = find(b"=")
+    while q >= 0:
+        ls = max(rfind(b"\n", 0, q), rfind(b"\r", 0, q)) + 1
+        le = line_end(text, q)
+        if _OPEN_EQ.search(text, ls, le) is not None:
+            return True
+        q = find(b"=", le)
+    return False
+
+
 def parse_tqdm_postfix(text: bytes, first_line: int, st: StepState, out: Collector,
                        steps: StepMarks, used: Used) -> None:
     """Only bars whose postfix has a loss-like key; the last redraw of each counter wins.
     Lightning's ``Epoch N:`` bars have their own parser (same idea, epoch-based steps), unless the postfix
     carries NeMo's ``global_step`` (the trainer's step, read here)."""
-    if b"%|" not in text or b"=" not in text:
+    if b"%|" not in text or b"=" not in text or not _postfix_may_hold_pairs(text):
         return
     lines = Lines(text, first_line)
     best: dict[int, tuple[int, int, list]] = {}

@@ -20,7 +20,7 @@ from autopsy.ingest.base import RunBuilder
 from autopsy.ingest.events import EventSink, TracebackTracker, chunk_trigger_re, classify, letters_of
 from autopsy.ingest.ranks import RankLines, file_rank, lower_rank_sibling
 from autopsy.ingest.text_dicts import parse_dicts
-from autopsy.ingest.text_facts import FACT_SCAN_BYTES, FactScanner, banner_frameworks
+from autopsy.ingest.text_facts import FACT_SCAN_BYTES, FILLER_LINE, FactScanner, banner_frameworks
 from autopsy.ingest.text_formats import FORMAT_PARSERS
 from autopsy.ingest.text_loose import LOOSE_PARSERS
 from autopsy.ingest.text_metrics import (
@@ -209,10 +209,14 @@ class _TextLogReader:
     def _facts(self, chunk: Chunk, used: Used) -> None:
         text = chunk.text
         lines = Lines(text, chunk.first_line)
+        filler = FILLER_LINE.fullmatch
 
         def feed(ls: int, le: int) -> None:
             if not used.covers(ls, le):
                 seg = text[ls:min(le, ls + LINE_CAP)]
+                if filler(seg) is not None:
+                    self.facts.filler()
+                    return
                 self.facts.line(lines.at(ls), seg.decode("utf-8", "replace"))
                 if b"from_pretrained" in seg:
                     self.fact_follow = PRETRAINED_FOLLOW

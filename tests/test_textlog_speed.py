@@ -1,0 +1,107 @@
+"""The shortcuts of the text-log speed work (issue 15) change nothing that is read.
+
+Each shortcut skips work only where the skipped work provably finds nothing; these tests run the
+shortcut and the full path side by side on random texts made of the pieces that matter (tqdm
+redraws, postfixes, brackets, ``=``, line breaks) and on states of the scanners that a skipped
+line could move.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autopsy.ingest import text_formats
+from autopsy.ingest.text_facts import FILLER_LINE, FactScanner
+from autopsy.ingest.text_metrics import Collector, StepMarks, StepState, Used
+
+_BAR_WORDS = [b"  5%|", b"100%|", b"%|", b"|", b"\xe2\x96\x88", b"\xe2\x96\x8f", b"#", b" ", b" 5/10 [", b"12/400 [",
+              b"00:01<00:09", b", ", b"1.30it/s", b"]", b"[", b"=", b"loss=1.5", b"lr=2e-5", b", loss=nan",
+              b"global_step=3", b"Epoch 0: ", b"Train step of epoch 0: ", b"\r", b"\n", b"[Rank 0] step=5",
+              b"requires_grad=True", b"a", b"v_num=0"]
+bar_texts = st.lists(st.sampled_from(_BAR_WORDS), max_size=50).map(b"".join)
+
+
+def _postfix_points(text: bytes) -> tuple:
+    out, st_, steps, used = Collector(), StepState(), StepMarks(), Used()
+    text_formats.parse_tqdm_postfix(text, 1, st_, out, steps, used)
+    out.flush()
+    frame = out.point_frame()
+    rows = [] if frame is None else frame.astype(str).values.tolist()
+    return rows, st_.last_step, steps.arrays()[0].tolist() if steps else []
+
+
+@settings(max_examples=500, deadline=None)
+@given(bar_texts)
+def test_postfix_gate_skips_only_chunks_without_pairs(text: bytes) -> None:
+    if not text_formats._postfix_may_hold_pairs(text):
+        assert not any(b"=" in post for *_, post in text_formats._bars(text))
+
+
+@settings(max_examples=300, deadline=None)
+@given(bar_texts)
+def test_postfix_parse_is_the_same_with_and_without_the_gate(text: bytes) -> None:
+    gated = _postfix_points(text)
+    real = text_formats._postfix_may_hold_pairs
+    text_formats._postfix_may_hold_pairs = lambda t: True
+    try:
+        assert _postfix_points(text) == gated
+    finally:
+        text_formats._postfix_may_hold_pairs = real
+
+
+_FILLER_PARTS = st.tuples(
+    st.sampled_from([b"", b" ", b"  ", b"\t"]), st.integers(0, 100),
+    st.lists(st.sampled_from([b" ", b"#", b"7", b"\xe2\x96\x88", b"\xe2\x96\x8f", b"\xe2\x96\x8c"]), max_size=12),
+    st.integers(0, 10 ** 7), st.integers(1, 10 ** 7),
+    st.sampled_from([b"[00:01<00:09, 1.30it/s]", b"[1:02:03<?, ?it/s]", b"[00:00<00:00, 11.41s/it]", b"[00:00]",
+                     b"[0:00:01<95:46:57,  1.33it/s]"]))
+
+
+def _filler(parts: tuple) -> bytes:
+    lead, pct, bar, n, total, rate = parts
+    return lead + b"%d%%|" % pct + b"".join(bar) + b"| %d/%d " % (n, total) + rate
+
+
+def _scanners() -> list[FactScanner]:
+    """Scanners in each state a line can move: inside a pip list, a GPU table near its end, a REPL
+    question, a LoraConfig( block, a from_pretrained( awaiting its id, a pasted JSON config."""
+    made = []
+    for feed in ([], ["Package    Version", "-------    -------", "torch      2.1.0"],
+                 ["GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-1)", "", "", "", "", ""],
+                 [">>> torch.__version__"], ["LoraConfig("], ["model = AutoModel.from_pretrained("],
+                 ['"fp16": {'], ["# Name    Version   Build  Channel"]):
+        got: list = []
+        sc = FactScanner(lambda *a, got=got: got.append(a))
+        for i, line in enumerate(feed, 1):
+            sc.line(i, line)
+        made.append((sc, got))
+    return made
+
+
+def _state(sc: FactScanner) -> dict:
+    env = {k: v for k, v in vars(sc.env).items() if k != "emit"}
+    return {**{k: v for k, v in vars(sc).items() if k not in ("emit", "env")}, "env": env}
+
+
+@settings(max_examples=300, deadline=None)
+@given(_FILLER_PARTS)
+def test_filler_line_is_what_the_fact_scanner_does_with_it(parts: tuple) -> None:
+    raw = _filler(parts)
+    assert FILLER_LINE.fullmatch(raw)
+    for sc, got in _scanners():
+        twin, twin_got = copy.deepcopy(sc), []
+        twin.emit = twin.env.emit = lambda *a: twin_got.append(a)
+        before = len(got)
+        sc.line(9, raw.decode())
+        twin.filler()
+        assert got[before:] == twin_got == []
+        assert _state(sc) == _state(twin)
+
+
+def test_filler_line_is_only_a_bare_redraw() -> None:
+    for text in (b"Training:  5%|# | 5/10 [00:01<00:09, 1.30it/s]", b" 5%|# | 5/10 [00:01<00:09, 1.30it/s, loss=2]",
+                 b" 5%|# | 5/10 [00:01<00:09, 1.30it/s] lr=2", b"> 5%|# | 5/10 [00:01]", b"5it [00:01, 3.2it/s]"):
+        assert FILLER_LINE.fullmatch(text) is None
