@@ -105,3 +105,50 @@ def test_filler_line_is_only_a_bare_redraw() -> None:
     for text in (b"Training:  5%|# | 5/10 [00:01<00:09, 1.30it/s]", b" 5%|# | 5/10 [00:01<00:09, 1.30it/s, loss=2]",
                  b" 5%|# | 5/10 [00:01<00:09, 1.30it/s] lr=2", b"> 5%|# | 5/10 [00:01]", b"5it [00:01, 3.2it/s]"):
         assert FILLER_LINE.fullmatch(text) is None
+
+
+_HEAD_LINES = [b"  5%|\xe2\x96\x88    | 5/100 [00:01<00:19, 4.80it/s]", b"100%|##########| 9/9 [00:00<00:00, 11.41it/s]",
+               b"Package    Version", b"---------- -------", b"torch      2.1.0", b"# Name    Version   Build  Channel",
+               b"GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-1)", b"GPU 1: NVIDIA A100-SXM4-80GB (UUID: GPU-2)",
+               b">>> torch.__version__", b"'2.1.0'", b"fp16=True, learning_rate=2e-05", b"--bf16 --lr 3e-4", b"",
+               b"  learning_rate = 2e-05", b"{'loss': 1.5, 'learning_rate': 2e-05, 'epoch': 0.1}",
+               b"Training:  5%|# | 5/10 [00:01<00:09, 1.30it/s, loss=2.1]", b"transformers version: 4.46.0", b"   "]
+head_texts = st.lists(st.tuples(st.sampled_from(_HEAD_LINES), st.sampled_from([b"\n", b"\r", b"\r\n"])),
+                      max_size=40).map(lambda parts: b"".join(a + b for a, b in parts))
+
+
+def _facts_of(text: bytes, at_once: bool) -> list:
+    """Facts the reader finds in one block: through its at-once path, or line by line with every hinted line
+    decoded and scanned (the reader before the speed work: no filler shortcut)."""
+    from pathlib import Path
+
+    from autopsy.ingest import textlog
+    from autopsy.ingest.base import RunBuilder
+    from autopsy.ingest.text_dicts import parse_dicts
+    from autopsy.ingest.text_metrics import Lines, line_end, line_start
+    from autopsy.ingest.text_stream import Chunk
+
+    got: list = []
+    reader = textlog._TextLogReader("x.log", RunBuilder(Path(".")))
+    reader.facts = FactScanner(lambda *a: got.append(a))
+    used = Used()
+    parse_dicts(text, 1, StepState(), Collector(), StepMarks(), used)
+    if at_once:
+        reader._facts(Chunk(text, 1), used)
+    else:
+        lines, done_to = Lines(text, 1), -1
+        for m in textlog._FACT_HINT.finditer(text):
+            if m.start() < done_to:
+                continue
+            ls = line_start(text, m.start())
+            done_to = line_end(text, m.start())
+            if not used.covers(ls, done_to):
+                reader.facts.line(lines.at(ls), text[ls:min(done_to, ls + textlog.LINE_CAP)].decode("utf-8", "replace"))
+    reader.facts.finish()
+    return got
+
+
+@settings(max_examples=300, deadline=None)
+@given(head_texts)
+def test_fact_scan_at_once_is_the_line_by_line_scan(text: bytes) -> None:
+    assert _facts_of(text, True) == _facts_of(text, False)

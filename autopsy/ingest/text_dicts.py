@@ -36,6 +36,7 @@ from autopsy.ingest.text_metrics import (
     _bar_last_for,
     is_loss_like,
     key_str,
+    newline_offsets,
     to_float,
 )
 
@@ -420,7 +421,7 @@ def _records(text: bytes, first_line: int, parts: list[bytes], bodies: list[byte
     ridx = rows.idx
     starts, ends = all_starts[ridx], all_ends[ridx]
     step = _steps(text, starts, ends, rows, st)
-    newlines = np.flatnonzero(np.frombuffer(text, dtype=np.uint8) == 10)
+    newlines = newline_offsets(text)
     line = first_line + np.searchsorted(newlines, starts)
     pos_of = np.full(len(bodies), -1, dtype=np.int64)
     pos_of[ridx] = np.arange(len(ridx))

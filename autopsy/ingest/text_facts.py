@@ -205,10 +205,10 @@ class FactScanner:
             if canon is not None:
                 self._out(canon, parse_value(m[2])[1], no, m[1])
 
-    def filler(self) -> None:
-        """A :data:`FILLER_LINE` line: the same effect as :meth:`line` on it (only the line-based state of
-        the environment scanner moves), without decoding it or running the patterns."""
-        self.env.filler()
+    def filler(self, count: int = 1) -> None:
+        """``count`` :data:`FILLER_LINE` lines in a row: the same effect as :meth:`line` on each (only the
+        line-based state of the environment scanner moves), without decoding them or running the patterns."""
+        self.env.filler(count)
 
     def _out(self, canon: str, value: Any, no: int, original: str) -> None:
         """Emit one fact; a Lightning/Fabric ``precision`` ("16-true", "16-mixed", "bf16-mixed") or an Accelerate

@@ -215,18 +215,40 @@ class StepState:
     mm_comma_era: bool = False
 
 
+#: the text whose line breaks were indexed last, its index, and the index as a list (see ``newline_offsets``)
+_NL_CACHE: list = [None, None, None]
+
+
+def newline_offsets(text: bytes) -> np.ndarray:
+    """Sorted offsets of the ``\\n`` bytes of ``text`` (int64). Every parser numbers the lines of the
+    same chunk: the index is made once per chunk (one numpy pass, ~1 ms a 4 MB chunk) instead of
+    each parser counting line breaks up to its last record (~1.6 ms each, ~15 parsers a chunk)."""
+    if _NL_CACHE[0] is not text:
+        _NL_CACHE[:] = [text, np.flatnonzero(np.frombuffer(text, dtype=np.uint8) == 10), None]
+    return _NL_CACHE[1]
+
+
+def _newline_list(text: bytes) -> list[int]:
+    newline_offsets(text)
+    if _NL_CACHE[2] is None:
+        _NL_CACHE[2] = _NL_CACHE[1].tolist()  # bisect on a list: a numpy scalar call costs more per query
+    return _NL_CACHE[2]
+
+
+def forget_newlines() -> None:
+    """Drop the cached index (and with it the last chunk) once a file is read."""
+    _NL_CACHE[:] = [None, None, None]
+
+
 class Lines:
-    """Line number of a position, for positions visited in increasing order."""
+    """Line number of a position: ``first_line`` plus the ``\\n`` bytes in front of it."""
 
     def __init__(self, text: bytes, first_line: int) -> None:
-        self.text, self.pos, self.no = text, 0, first_line
+        self.first = first_line
+        self.nl = _newline_list(text)
 
     def at(self, pos: int) -> int:
-        if pos < self.pos:
-            return self.no - self.text.count(b"\n", pos, self.pos)
-        self.no += self.text.count(b"\n", self.pos, pos)
-        self.pos = pos
-        return self.no
+        return self.first + bisect_left(self.nl, pos)
 
 
 class Used:
@@ -244,13 +266,24 @@ class Used:
     def add_block(self, pos: np.ndarray) -> None:
         self._blocks.append(np.asarray(pos, dtype=np.int64))
 
-    def covers(self, start: int, end: int) -> bool:
+    def _merge(self) -> None:
         if self._new or self._blocks:
             self._pos = np.sort(np.concatenate([self._pos, np.array(self._new, dtype=np.int64), *self._blocks]))
             self._list = self._pos.tolist()  # bisect on a list: numpy scalar calls cost more per query
             self._new, self._blocks = [], []
+
+    def covers(self, start: int, end: int) -> bool:
+        self._merge()
         i = bisect_left(self._list, start)
         return i < len(self._list) and self._list[i] < end
+
+    def covers_all(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """:meth:`covers` of many spans at once (bool array)."""
+        self._merge()
+        pos = self._pos
+        i = np.searchsorted(pos, starts, side="left")
+        return (i < len(pos)) & (pos[np.minimum(i, max(len(pos) - 1, 0))] < ends) if len(pos) else \
+            np.zeros(len(starts), dtype=bool)
 
 
 def line_start(text: bytes, pos: int) -> int:

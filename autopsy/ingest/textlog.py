@@ -10,6 +10,8 @@ cut lines, binary junk and unexpected failures become a partial-read problem on 
 from __future__ import annotations
 
 import re
+from itertools import repeat
+from operator import is_not
 from typing import Any
 
 import numpy as np
@@ -33,6 +35,7 @@ from autopsy.ingest.text_metrics import (
     Used,
     _bar_last_for,
     finish_minimind,
+    forget_newlines,
     line_end,
     line_start,
 )
@@ -97,6 +100,7 @@ class _TextLogReader:
                     failures.append(f"lines from {chunk.first_line}: {type(exc).__name__}: {exc}")
         except OSError as exc:
             failures.append(f"read error: {exc.strerror or exc}")
+        forget_newlines()
         self._finish()
         if truncated:
             lines = ", ".join(str(n) for n in truncated[:5]) + (" ..." if len(truncated) > 5 else "")
@@ -209,6 +213,9 @@ class _TextLogReader:
     def _facts(self, chunk: Chunk, used: Used) -> None:
         text = chunk.text
         lines = Lines(text, chunk.first_line)
+        if not self.fact_follow and b"from_pretrained" not in text:
+            self._facts_at_once(text, lines, used)
+            return
         filler = FILLER_LINE.fullmatch
 
         def feed(ls: int, le: int) -> None:
@@ -240,6 +247,35 @@ class _TextLogReader:
             self.fact_follow -= 1
             done_to = line_end(text, done_to + 1)
             feed(line_start(text, done_to), done_to)
+
+    def _facts_at_once(self, text: bytes, lines: Lines, used: Used) -> None:
+        """:meth:`_facts` for a block with no ``from_pretrained`` (no line is handed over for its hint-less
+        follower): the lines holding a hint are found, checked against the records already read and
+        against :data:`FILLER_LINE` in C-level passes, and only the rest go through the fact scanner one
+        by one; the tqdm redraws between them (~45k in a 4 MB head) are handed over as counts."""
+        hits = np.fromiter((m.start() for m in _FACT_HINT.finditer(text)), dtype=np.int64)
+        if not len(hits):
+            return
+        arr = np.frombuffer(text, dtype=np.uint8)
+        breaks = np.flatnonzero((arr == 10) | (arr == 13))
+        k = np.searchsorted(breaks, hits, side="left")  # line breaks before each hint
+        k = k[np.concatenate(([True], k[1:] != k[:-1]))]  # one hint per line: the first
+        ls = np.where(k > 0, breaks[np.maximum(k - 1, 0)] + 1, 0) if len(breaks) else np.zeros(len(k), np.int64)
+        le = breaks[np.minimum(k, len(breaks) - 1)] if len(breaks) else np.full(len(k), len(text), np.int64)
+        le = np.where(k < len(breaks), le, len(text))
+        free = ~used.covers_all(ls, le)
+        ls_l, le_l = ls[free].tolist(), le[free].tolist()
+        cap_l = [min(e, s + LINE_CAP) for s, e in zip(ls_l, le_l)]
+        fill = np.fromiter(map(is_not, map(FILLER_LINE.fullmatch, repeat(text), ls_l, cap_l), repeat(None)),
+                           dtype=bool, count=len(ls_l))
+        fillers = np.cumsum(fill)
+        handed = 0
+        for i in np.flatnonzero(~fill).tolist():
+            self.facts.filler(int(fillers[i]) - handed)
+            handed = int(fillers[i])
+            self.facts.line(lines.at(ls_l[i]), text[ls_l[i]:cap_l[i]].decode("utf-8", "replace"))
+        if len(fillers):
+            self.facts.filler(int(fillers[-1]) - handed)
 
     # -- end of file -----------------------------------------------------------------------
     def _finish(self) -> None:
