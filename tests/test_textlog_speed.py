@@ -152,3 +152,33 @@ def _facts_of(text: bytes, at_once: bool) -> list:
 @given(head_texts)
 def test_fact_scan_at_once_is_the_line_by_line_scan(text: bytes) -> None:
     assert _facts_of(text, True) == _facts_of(text, False)
+
+
+_EVENT_WORDS = [b"Traceback (most recent call last):", b"RuntimeError: boom", b"WARNING", b"Warn", b"overflow", b"OVERFLOW!",
+                b"contains NaN", b"exitcode", b"{'loss': 1.5}", b"  5%|# | 5/10 [00:01<00:09, 1.30it/s]", b"step 3",
+                b"Epoch", b"\n", b"\r", b" ", b"a", b"A", b"File \"x.py\"", b"Error", b"error", b"found nan"]
+event_texts = st.lists(st.sampled_from(_EVENT_WORDS), max_size=60).map(b"".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(event_texts, st.booleans())
+def test_first_triggers_are_the_first_match_of_each_line(text: bytes, whole_scan: bool) -> None:
+    from autopsy.ingest import events
+    from autopsy.ingest.text_metrics import line_end
+
+    trigger, present = events.chunk_triggers(text)
+    if trigger is None:
+        assert events.chunk_trigger_re(text) is None
+        return
+    want, done_to = [], -1
+    for m in trigger.finditer(text):  # the reader's loop before: skip the rest of a line after a match
+        if m.start() < done_to:
+            continue
+        done_to = line_end(text, m.start())
+        want.append(m.span())
+    limit = events.MAX_TRIGGER_LINES
+    events.MAX_TRIGGER_LINES = 0 if whole_scan else limit
+    try:
+        assert [m.span() for m in events.first_triggers(text, trigger, present)] == want
+    finally:
+        events.MAX_TRIGGER_LINES = limit

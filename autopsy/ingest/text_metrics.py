@@ -286,6 +286,18 @@ class Used:
             np.zeros(len(starts), dtype=bool)
 
 
+def line_spans(text: bytes, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the lines holding ``positions``, each line once, in order: ``line_start`` /
+    ``line_end`` of many positions in numpy passes (``\\n`` and ``\\r`` both end a line). A position on
+    a line break belongs to the line that break ends."""
+    arr = np.frombuffer(text, dtype=np.uint8)
+    breaks = np.flatnonzero((arr == 10) | (arr == 13))
+    k = np.unique(np.searchsorted(breaks, positions, side="left"))  # line breaks in front of each line
+    starts = np.concatenate(([-1], breaks))[k] + 1
+    ends = np.concatenate((breaks, [len(text)]))[k]
+    return starts, ends
+
+
 def line_start(text: bytes, pos: int) -> int:
     return max(text.rfind(b"\n", 0, pos), text.rfind(b"\r", 0, pos)) + 1
 

@@ -10,6 +10,7 @@ cut lines, binary junk and unexpected failures become a partial-read problem on 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from itertools import repeat
 from operator import is_not
 from typing import Any
@@ -19,7 +20,7 @@ import pandas as pd
 
 from autopsy.discover import Found
 from autopsy.ingest.base import RunBuilder
-from autopsy.ingest.events import EventSink, TracebackTracker, chunk_trigger_re, classify, letters_of
+from autopsy.ingest.events import EventSink, TracebackTracker, chunk_triggers, classify, first_triggers, letters_of
 from autopsy.ingest.ranks import RankLines, file_rank, lower_rank_sibling
 from autopsy.ingest.text_dicts import parse_dicts
 from autopsy.ingest.text_facts import FACT_SCAN_BYTES, FILLER_LINE, FactScanner, banner_frameworks
@@ -37,6 +38,7 @@ from autopsy.ingest.text_metrics import (
     finish_minimind,
     forget_newlines,
     line_end,
+    line_spans,
     line_start,
 )
 from autopsy.ingest.text_stream import LINE_CAP, Chunk, iter_chunks
@@ -137,10 +139,11 @@ class _TextLogReader:
         self.out.flush()
         if self.out.points - self.handed >= HAND_OVER_POINTS:
             self._drain()
-        trigger = chunk_trigger_re(text, letters)
+        trigger, present = chunk_triggers(text, letters)
         if trigger is not None:
             positions, step_at = steps.arrays()
-            self._events(chunk, trigger, positions, step_at, used, before_step, before_bar)
+            self._events(chunk, first_triggers(text, trigger, present), positions, step_at, used, before_step,
+                         before_bar)
         if self.fact_bytes < FACT_SCAN_BYTES // 2:  # the first block(s) only
             self.fact_bytes += len(text)
             head = text.decode("utf-8", "replace") if text.isascii() is False else text.decode("ascii")
@@ -160,18 +163,14 @@ class _TextLogReader:
             return before_bar
         return step
 
-    def _events(self, chunk: Chunk, trigger: re.Pattern[bytes], positions: np.ndarray, steps: np.ndarray,
-                used: Used,
-                before_step: int | None, before_bar: int | None) -> None:
+    def _events(self, chunk: Chunk, triggers: Iterator[re.Match[bytes]], positions: np.ndarray, steps: np.ndarray,
+                used: Used, before_step: int | None, before_bar: int | None) -> None:
+        """One event candidate per line: the line's first trigger (``events.first_triggers``)."""
         text = chunk.text
         lines = Lines(text, chunk.first_line)
-        done_to = -1
-        for m in trigger.finditer(text):
-            if m.start() < done_to:
-                continue
+        for m in triggers:
             ls = line_start(text, m.start())
             le = line_end(text, m.start())
-            done_to = le
             line_text = text[ls:min(le, ls + LINE_CAP)].decode("utf-8", "replace")
             no = lines.at(ls)
             if used.covers(ls, le):
@@ -256,13 +255,7 @@ class _TextLogReader:
         hits = np.fromiter((m.start() for m in _FACT_HINT.finditer(text)), dtype=np.int64)
         if not len(hits):
             return
-        arr = np.frombuffer(text, dtype=np.uint8)
-        breaks = np.flatnonzero((arr == 10) | (arr == 13))
-        k = np.searchsorted(breaks, hits, side="left")  # line breaks before each hint
-        k = k[np.concatenate(([True], k[1:] != k[:-1]))]  # one hint per line: the first
-        ls = np.where(k > 0, breaks[np.maximum(k - 1, 0)] + 1, 0) if len(breaks) else np.zeros(len(k), np.int64)
-        le = breaks[np.minimum(k, len(breaks) - 1)] if len(breaks) else np.full(len(k), len(text), np.int64)
-        le = np.where(k < len(breaks), le, len(text))
+        ls, le = line_spans(text, hits)  # one hint per line: the first
         free = ~used.covers_all(ls, le)
         ls_l, le_l = ls[free].tolist(), le[free].tolist()
         cap_l = [min(e, s + LINE_CAP) for s, e in zip(ls_l, le_l)]
