@@ -182,3 +182,32 @@ def test_first_triggers_are_the_first_match_of_each_line(text: bytes, whole_scan
         assert [m.span() for m in events.first_triggers(text, trigger, present)] == want
     finally:
         events.MAX_TRIGGER_LINES = limit
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.tuples(st.just("add"), st.integers(0, 200)),
+                          st.tuples(st.just("block"), st.lists(st.integers(0, 200), max_size=20)),
+                          st.tuples(st.just("ask"), st.tuples(st.integers(0, 200), st.integers(0, 40)))), max_size=80))
+def test_used_answers_as_a_set_of_offsets(ops: list) -> None:
+    import numpy as np
+
+    from autopsy.ingest import text_metrics
+
+    side = text_metrics.USED_SIDE
+    text_metrics.USED_SIDE = 3  # merge often, so both halves of the index are exercised
+    try:
+        used, seen = Used(), set()
+        for op, arg in ops:
+            if op == "add":
+                used.add(arg)
+                seen.add(arg)
+            elif op == "block":
+                used.add_block(np.array(arg, dtype=np.int64))
+                seen.update(arg)
+            else:
+                start, width = arg
+                assert used.covers(start, start + width) == any(start <= p < start + width for p in seen)
+        starts = np.arange(0, 200, 7, dtype=np.int64)
+        assert used.covers_all(starts, starts + 5).tolist() == [any(s <= p < s + 5 for p in seen) for s in starts]
+    finally:
+        text_metrics.USED_SIDE = side

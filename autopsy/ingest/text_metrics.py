@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, insort
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -251,35 +251,47 @@ class Lines:
         return self.first + bisect_left(self.nl, pos)
 
 
+#: single offsets kept in a small sorted side list before they join the big sorted index
+USED_SIDE = 512
+
+
 class Used:
-    """Offsets of records already parsed in a chunk; a line holding one is not read again."""
+    """Offsets of records already parsed in a chunk; a line holding one is not read again.
+
+    The dict records of a chunk come as one block (10k offsets); the line parsers add one offset
+    at a time between queries. Those go to a small sorted side list, so a query after each add
+    does not re-sort the whole index (that made a chunk with a few hundred such lines quadratic).
+    """
 
     def __init__(self) -> None:
-        self._new: list[int] = []
+        self._new: list[int] = []  # sorted
         self._blocks: list[np.ndarray] = []
         self._pos = np.zeros(0, dtype=np.int64)
         self._list: list[int] = []
 
     def add(self, pos: int) -> None:
-        self._new.append(pos)
+        insort(self._new, pos)
 
     def add_block(self, pos: np.ndarray) -> None:
         self._blocks.append(np.asarray(pos, dtype=np.int64))
 
-    def _merge(self) -> None:
-        if self._new or self._blocks:
+    def _merge(self, all_: bool = False) -> None:
+        if self._blocks or len(self._new) > USED_SIDE or (all_ and self._new):
             self._pos = np.sort(np.concatenate([self._pos, np.array(self._new, dtype=np.int64), *self._blocks]))
             self._list = self._pos.tolist()  # bisect on a list: numpy scalar calls cost more per query
             self._new, self._blocks = [], []
 
     def covers(self, start: int, end: int) -> bool:
         self._merge()
-        i = bisect_left(self._list, start)
-        return i < len(self._list) and self._list[i] < end
+        for sorted_ in (self._list, self._new):
+            i = bisect_left(sorted_, start)
+            if i < len(sorted_) and sorted_[i] < end:
+                return True
+        return False
 
     def covers_all(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """:meth:`covers` of many spans at once (bool array)."""
-        self._merge()
+        self._merge(all_=True)
         pos = self._pos
         i = np.searchsorted(pos, starts, side="left")
         return (i < len(pos)) & (pos[np.minimum(i, max(len(pos) - 1, 0))] < ends) if len(pos) else \
