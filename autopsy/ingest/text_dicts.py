@@ -237,6 +237,10 @@ def _take_found(bodies: list[bytes], found: list[re.Match[bytes]], sig: _Sig,
     hit[at] = True
     rest = np.flatnonzero(~hit).tolist()
     ms = list(map(sig.rx.fullmatch, map(bodies.__getitem__, rest)))
+    if ms.count(None) == len(ms):  # the usual case: the others have layouts of their own
+        got[1].extend(at.tolist())
+        got[2].extend(map(re.Match.groups, found))
+        return rest
     rows = list(zip(at.tolist(), map(re.Match.groups, found)))
     rows += [(i, m.groups()) for i, m in zip(rest, ms) if m is not None]
     rows.sort(key=itemgetter(0))
