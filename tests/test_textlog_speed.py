@@ -211,3 +211,20 @@ def test_used_answers_as_a_set_of_offsets(ops: list) -> None:
         assert used.covers_all(starts, starts + 5).tolist() == [any(s <= p < s + 5 for p in seen) for s in starts]
     finally:
         text_metrics.USED_SIDE = side
+
+
+_HINT_WORDS = [b"1", b".", b"2.5", b":", b" ", b": ", b"-", b"--", b"=", b"NVIDIA", b"Tesla", b"GeForce", b"Quadro",
+               b"version", b"vers", b"a", b"\n", b"\r", b"9."]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_HINT_WORDS), max_size=40).map(b"".join))
+def test_hint_offsets_mark_the_lines_the_hint_regex_marks(text: bytes) -> None:
+    import numpy as np
+
+    from autopsy.ingest import textlog
+    from autopsy.ingest.text_metrics import line_spans
+
+    old = np.array([m.start() for m in textlog._FACT_HINT.finditer(text)], dtype=np.int64)
+    new = textlog._hint_offsets(text)
+    assert [a.tolist() for a in line_spans(text, new)] == [a.tolist() for a in line_spans(text, old)]

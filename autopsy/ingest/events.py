@@ -232,7 +232,7 @@ def first_triggers(data: bytes, trigger: re.Pattern[bytes], present: tuple[bytes
     (every line a logger's ``INFO``) keep the whole-chunk scan.
     """
     arr = np.frombuffer(data, dtype=np.uint8)
-    cand = np.flatnonzero((arr - np.uint8(65)) < 26)  # A-Z (uint8 arithmetic wraps the rest above 26)
+    cand = np.flatnonzero((arr >= 65) & (arr <= 90))  # A-Z
     if len(cand) > MAX_TRIGGER_LINES * 8:
         yield from _first_per_line(data, trigger.finditer(data))
         return
