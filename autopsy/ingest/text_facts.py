@@ -119,7 +119,8 @@ def parse_value(raw: str) -> tuple[bool, Any]:
 
 
 #: a bare tqdm redraw (``  3%|▎         | 62/2000 [01:02<32:10,  1.00it/s]``, the ASCII bar's ``#`` and digits
-#: too): no description, no postfix, no letter but those of ``it/s``. No pattern of this module or of
+#: too; tqdm.std.format_meter: ``{percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]``):
+#: no description, no postfix, no letter but those of ``it/s``. No pattern of this module or of
 #: env_facts can match such a line (they need a letter-led name before ``=``/``:``, ``--``, a quote, a
 #: brace, ``version``, a GPU or model name), so :meth:`FactScanner.filler` stands for
 #: :meth:`FactScanner.line` on it; the head of a log holds ~45k of them a 4 MB block
