@@ -228,3 +228,16 @@ def test_hint_offsets_mark_the_lines_the_hint_regex_marks(text: bytes) -> None:
     old = np.array([m.start() for m in textlog._FACT_HINT.finditer(text)], dtype=np.int64)
     new = textlog._hint_offsets(text)
     assert [a.tolist() for a in line_spans(text, new)] == [a.tolist() for a in line_spans(text, old)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([b"a", b"\n", b"\r", b"bb"]), max_size=30).map(b"".join),
+       st.lists(st.sampled_from([b"x", b"\n", b"\r\n"]), max_size=30).map(b"".join))
+def test_line_numbers_from_the_shared_index_are_counts_of_line_breaks(a: bytes, b: bytes) -> None:
+    from autopsy.ingest.text_metrics import Lines, forget_newlines
+
+    for text in (a, b, a):  # the index of one text never answers for another
+        lines = Lines(text, 7)
+        for pos in range(len(text) + 1):
+            assert lines.at(pos) == 7 + text.count(b"\n", 0, pos)
+    forget_newlines()

@@ -215,29 +215,33 @@ class StepState:
     mm_comma_era: bool = False
 
 
-#: the text whose line breaks were indexed last, its index, and the index as a list (see ``newline_offsets``)
-_NL_CACHE: list = [None, None, None]
+#: (text, offsets of its line breaks, the same as a list or None) of the text indexed last; replaced as a whole
+#: and read once per call, so readers in two threads at worst index a chunk twice
+_NL_CACHE: tuple = (None, None, None)
+
+
+def _indexed(text: bytes, as_list: bool) -> tuple:
+    global _NL_CACHE
+    got = _NL_CACHE
+    if got[0] is not text:
+        got = (text, np.flatnonzero(np.frombuffer(text, dtype=np.uint8) == 10), None)
+    if as_list and got[2] is None:
+        got = (text, got[1], got[1].tolist())  # bisect on a list: a numpy scalar call costs more per query
+    _NL_CACHE = got
+    return got
 
 
 def newline_offsets(text: bytes) -> np.ndarray:
     """Sorted offsets of the ``\\n`` bytes of ``text`` (int64). Every parser numbers the lines of the
     same chunk: the index is made once per chunk (one numpy pass, ~1 ms a 4 MB chunk) instead of
     each parser counting line breaks up to its last record (~1.6 ms each, ~15 parsers a chunk)."""
-    if _NL_CACHE[0] is not text:
-        _NL_CACHE[:] = [text, np.flatnonzero(np.frombuffer(text, dtype=np.uint8) == 10), None]
-    return _NL_CACHE[1]
-
-
-def _newline_list(text: bytes) -> list[int]:
-    newline_offsets(text)
-    if _NL_CACHE[2] is None:
-        _NL_CACHE[2] = _NL_CACHE[1].tolist()  # bisect on a list: a numpy scalar call costs more per query
-    return _NL_CACHE[2]
+    return _indexed(text, False)[1]
 
 
 def forget_newlines() -> None:
     """Drop the cached index (and with it the last chunk) once a file is read."""
-    _NL_CACHE[:] = [None, None, None]
+    global _NL_CACHE
+    _NL_CACHE = (None, None, None)
 
 
 class Lines:
@@ -245,7 +249,7 @@ class Lines:
 
     def __init__(self, text: bytes, first_line: int) -> None:
         self.first = first_line
-        self.nl = _newline_list(text)
+        self.nl = _indexed(text, True)[2]
 
     def at(self, pos: int) -> int:
         return self.first + bisect_left(self.nl, pos)
