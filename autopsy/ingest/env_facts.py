@@ -219,6 +219,21 @@ class EnvScanner:
             return False
         return self._facts(no, s)
 
+    def filler(self, count: int = 1) -> None:
+        """What :meth:`line` does with ``count`` lines no pattern here can match that are not blank, not a
+        value and not a prompt (bare tqdm redraws, see ``text_facts.FILLER_LINE``): a GPU table gets further
+        from its end (its count is emitted once it ended), a REPL question goes unanswered, a pip/conda
+        listing ends. Nothing else is emitted."""
+        if count <= 0:
+            return
+        for _ in range(count if self.gpus else 0):
+            self.gpu_gap += 1
+            if self.gpu_gap > GPU_TABLE_GAP:
+                self._gpu_rows_done()  # no table left: the further lines change nothing
+                break
+        self.asked = None
+        self.table = None
+
     def _facts(self, no: int, s: str) -> bool:
         m = _SMI_HEAD.search(s)
         if m:

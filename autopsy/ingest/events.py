@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
+from autopsy.ingest.text_metrics import line_spans
 from autopsy.model import Event
 
 #: stable event kinds (docs/ARCHITECTURE.md)
@@ -225,12 +228,67 @@ def letters_of(data: bytes) -> bytes:
 
 def chunk_trigger_re(data: bytes, letters: bytes | None = None) -> re.Pattern[bytes] | None:
     """The trigger regex for a chunk, or None when ``letters`` proves no trigger can occur in it."""
+    return chunk_triggers(data, letters)[0]
+
+
+def chunk_triggers(data: bytes, letters: bytes | None = None) -> tuple[re.Pattern[bytes] | None, tuple[bytes, ...]]:
+    """:func:`chunk_trigger_re` and the lower-case triggers that occur in the chunk (in its regex)."""
     if letters is None:
         letters = letters_of(data)
     present = tuple(t for t, lt in _LOWER_LETTERS if lt in letters and t in data)
     if not present and (not letters or letters.islower()):
-        return None  # every upper-case-led trigger needs a capital letter, and there is none
-    return trigger_re(present)
+        return None, present  # every upper-case-led trigger needs a capital letter, and there is none
+    return trigger_re(present), present
+
+
+#: candidate lines above which the whole-chunk scan is cheaper than one search per line
+MAX_TRIGGER_LINES = 3000
+
+
+def first_triggers(data: bytes, trigger: re.Pattern[bytes], present: tuple[bytes, ...]) -> Iterator[re.Match[bytes]]:
+    """The first ``trigger`` match of every line (``\\n`` or ``\\r``) holding one, in order: what a reader
+    that skips the rest of a line after a match takes from ``trigger.finditer(data)``.
+
+    No trigger spans a line break, and an upper-case-led one starts at a capital letter: only lines
+    with a capital or a lower-case trigger are searched. A tqdm/metric-dict chunk has a few hundred
+    such lines among ~50k, and the whole-chunk alternation scan (~20 ms a 4 MB chunk: it tests every
+    byte) becomes a numpy pass and a search per candidate line. Chunks with capitals on most lines
+    (every line a logger's ``INFO``) keep the whole-chunk scan.
+    """
+    arr = np.frombuffer(data, dtype=np.uint8)
+    cand = np.flatnonzero((arr >= 65) & (arr <= 90))  # A-Z
+    if len(cand) > MAX_TRIGGER_LINES * 8:
+        yield from _first_per_line(data, trigger.finditer(data))
+        return
+    if present:
+        cand = np.concatenate([cand, *(np.fromiter((m.start() for m in _literal(t).finditer(data)), dtype=np.int64)
+                                       for t in present)])
+    if not len(cand):
+        return
+    starts, ends = line_spans(data, cand)
+    if len(starts) > MAX_TRIGGER_LINES:
+        yield from _first_per_line(data, trigger.finditer(data))
+        return
+    search = trigger.search
+    for ls, le in zip(starts.tolist(), ends.tolist()):
+        m = search(data, ls, le)
+        if m is not None:
+            yield m
+
+
+def _first_per_line(data: bytes, matches: Iterator[re.Match[bytes]]) -> Iterator[re.Match[bytes]]:
+    done_to = -1
+    for m in matches:
+        if m.start() < done_to:
+            continue
+        ends = [i for i in (data.find(b"\n", m.start()), data.find(b"\r", m.start())) if i >= 0]
+        done_to = min(ends) if ends else len(data)
+        yield m
+
+
+@lru_cache(maxsize=64)
+def _literal(t: bytes) -> re.Pattern[bytes]:
+    return re.compile(re.escape(t))
 
 
 #: leading noise that makes identical messages differ: timestamps, log levels, rank prefixes

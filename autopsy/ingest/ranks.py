@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from autopsy.ingest.text_metrics import finditer_at
+from autopsy.ingest.text_metrics import finditer_at, newline_offsets
 
 #: a rank tag at the start of a line (after optional spaces)
 #: (torchrun's role prefix ``[trainer3]:`` and ``[trainer3|3]:`` (role+local rank, then global rank) included)
@@ -167,7 +167,7 @@ class RankLines:
         found = [(m.start(), int(m[1])) for m in finditer_at(_LINE_RANK, text, starts)]
         if not found:
             return
-        newlines = np.flatnonzero(np.frombuffer(text, dtype=np.uint8) == 10)
+        newlines = newline_offsets(text)
         pos = np.fromiter((p for p, _ in found), dtype=np.int64, count=len(found))
         self._lines.append(first_line + np.searchsorted(newlines, pos))
         ranks = np.fromiter((r for _, r in found), dtype=np.int64, count=len(found))

@@ -36,6 +36,7 @@ from autopsy.ingest.text_metrics import (
     _bar_last_for,
     is_loss_like,
     key_str,
+    newline_offsets,
     to_float,
 )
 
@@ -175,13 +176,17 @@ def _classify(bodies: list[bytes], st: StepState, out: Collector) -> _Rows:
             sigs.insert(0, sig)
         got = matched.setdefault(id(sig), (sig, [], []))
         if len(pending) == len(bodies):
-            # one findall over the joined records: a match cannot cross a line break, so as many
-            # matches as records means every record has this layout (the usual chunk)
-            found = sig.exact.findall(b"\n".join(bodies))
+            # one scan over the joined records: a match cannot cross a line break and a record has no
+            # brace inside, so each match is one whole record, and as many matches as records means
+            # every record has this layout (the usual chunk)
+            found = list(sig.exact.finditer(b"\n".join(bodies)))
             if len(found) == len(bodies):
                 got[1].extend(pending)
-                got[2].extend(found if isinstance(found[0], tuple) else [(g,) for g in found])
+                got[2].extend(map(re.Match.groups, found))
                 break
+            if found:  # most records (an eval record or two among them): only the others are tried alone
+                pending = _take_found(bodies, found, sig, got)
+                continue
         ms = list(map(sig.rx.fullmatch, map(bodies.__getitem__, pending)))
         got[1].extend(i for i, m in zip(pending, ms) if m is not None)
         got[2].extend(map(re.Match.groups, filter(None, ms)))
@@ -223,6 +228,30 @@ def _classify(bodies: list[bytes], st: StepState, out: Collector) -> _Rows:
     rows.exp = np.concatenate(exp_parts)[order]
     rows.has_exp = np.concatenate(has_parts)[order]
     return rows
+
+
+def _take_found(bodies: list[bytes], found: list[re.Match[bytes]], sig: _Sig,
+                got: tuple[_Sig, list[int], list[tuple[bytes, ...]]]) -> list[int]:
+    """Give ``sig`` the records its exact layout matched in the joined records (``found``) and those its
+    looser regex matches among the rest (what a fullmatch of every record would give: the exact layout
+    matches a subset, with the same groups); returns the records left for other layouts, in order."""
+    sizes = np.fromiter(map(len, bodies), dtype=np.int64, count=len(bodies)) + 1  # each record and its "\n"
+    offsets = np.cumsum(sizes) - sizes
+    at = np.searchsorted(offsets, np.fromiter(map(re.Match.start, found), dtype=np.int64, count=len(found)))
+    hit = np.zeros(len(bodies), dtype=bool)
+    hit[at] = True
+    rest = np.flatnonzero(~hit).tolist()
+    ms = list(map(sig.rx.fullmatch, map(bodies.__getitem__, rest)))
+    if ms.count(None) == len(ms):  # the usual case: the others have layouts of their own
+        got[1].extend(at.tolist())
+        got[2].extend(map(re.Match.groups, found))
+        return rest
+    rows = list(zip(at.tolist(), map(re.Match.groups, found)))
+    rows += [(i, m.groups()) for i, m in zip(rest, ms) if m is not None]
+    rows.sort(key=itemgetter(0))
+    got[1].extend(map(itemgetter(0), rows))
+    got[2].extend(map(itemgetter(1), rows))
+    return [i for i, m in zip(rest, ms) if m is None]
 
 
 def _slow_values(sig: _Sig, pairs: list[tuple[bytes, bytes]], out: Collector) -> tuple[int | None, list]:
@@ -425,7 +454,7 @@ def _records(text: bytes, first_line: int, parts: list[bytes], bodies: list[byte
     ridx = rows.idx
     starts, ends = all_starts[ridx], all_ends[ridx]
     step = _steps(text, starts, ends, rows, st)
-    newlines = np.flatnonzero(np.frombuffer(text, dtype=np.uint8) == 10)
+    newlines = newline_offsets(text)
     line = first_line + np.searchsorted(newlines, starts)
     pos_of = np.full(len(bodies), -1, dtype=np.int64)
     pos_of[ridx] = np.arange(len(ridx))

@@ -124,6 +124,16 @@ def parse_value(raw: str) -> tuple[bool, Any]:
     return True, r
 
 
+#: a bare tqdm redraw (``  3%|▎         | 62/2000 [01:02<32:10,  1.00it/s]``, the ASCII bar's ``#`` and digits
+#: too; tqdm.std.format_meter: ``{percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]``):
+#: no description, no postfix, no letter but those of ``it/s``. No pattern of this module or of
+#: env_facts can match such a line (they need a letter-led name before ``=``/``:``, ``--``, a quote, a
+#: brace, ``version``, a GPU or model name), so :meth:`FactScanner.filler` stands for
+#: :meth:`FactScanner.line` on it; the head of a log holds ~45k of them a 4 MB block
+FILLER_LINE = re.compile(rb"[ \t]*\d{1,3}%\|(?:[ #0-9]|\xe2\x96[\x88-\x8f])*\|[ \t]*\d+/\d+[ \t]*"
+                         rb"\[[0-9:<?., ]*(?:it/s|s/it)?\][ \t]*")
+
+
 class FactScanner:
     """Feeds lines; calls ``emit(key, value, line, original_key)`` for each fact found."""
 
@@ -231,6 +241,11 @@ class FactScanner:
             start, _, what = self.peft_call
             self.emit("peft.is_trainable", False, start, f"{what}() without is_trainable (default False)")
             self.peft_call = None
+
+    def filler(self, count: int = 1) -> None:
+        """``count`` :data:`FILLER_LINE` lines in a row: the same effect as :meth:`line` on each (only the
+        line-based state of the environment scanner moves), without decoding them or running the patterns."""
+        self.env.filler(count)
 
     def _out(self, canon: str, value: Any, no: int, original: str) -> None:
         """Emit one fact; a Lightning/Fabric ``precision`` ("16-true", "16-mixed", "bf16-mixed") or an Accelerate

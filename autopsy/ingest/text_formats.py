@@ -40,7 +40,7 @@ import math
 import re
 from collections.abc import Callable
 
-from autopsy.ingest.text_metrics import NUM, Collector, Lines, StepMarks, StepState, Used, line_end, line_start
+from autopsy.ingest.text_metrics import NUM, Collector, Lines, StepMarks, StepState, Used, has, line_end, line_start
 
 
 def _mark(st: StepState, steps: StepMarks, used: Used, pos: int, step: int, framework: str | None = None) -> None:
@@ -84,14 +84,14 @@ _D2_KEYS = {"total_loss": "loss"}
 def parse_detectron2(text: bytes, first_line: int, st: StepState, out: Collector,
                      steps: StepMarks, used: Used) -> None:
     lines = Lines(text, first_line)
-    if b"iter: " in text:
+    if has(text, b"iter: "):
         for m in _D2.finditer(text):
             pairs = [(k, v) for k, v in _D2_PAIR.findall(m[2]) if k not in _D2_SKIP]
             if not any(b"loss" in k for k, _ in pairs):
                 continue
             _add_pairs(out, int(m[1]), lines.at(m.start()), pairs, _D2_KEYS)
             _mark(st, steps, used, m.start(), int(m[1]), "detectron2")
-    if b"loss_dict = {" in text:
+    if has(text, b"loss_dict = {"):
         lines = Lines(text, first_line)
         for m in _D2_LOSS_DICT.finditer(text):
             # the FloatingPointError names the iteration just before the dict; else the last step seen
@@ -118,7 +118,7 @@ _TIMM_KEYS = {"Loss": "loss", "LR": "learning_rate"}
 def parse_timm(text: bytes, first_line: int, st: StepState, out: Collector,
                steps: StepMarks, used: Used) -> None:
     """timm prints the current value then the running mean in brackets; the current value is kept."""
-    if b"Train: " not in text:
+    if not has(text, b"Train: "):
         return
     lines = Lines(text, first_line)
     for m in _TIMM.finditer(text):
@@ -141,7 +141,7 @@ def parse_swin(text: bytes, first_line: int, st: StepState, out: Collector,
                steps: StepMarks, used: Used) -> None:
     """Swin-Transformer ``main.py``: ``Train: [0/300][4050/5004]  eta 0:17:06 lr 0.000500  time 1.17 (1.07)
     loss 3.2572 (3.3279)  grad_norm 1.0323 (nan)  mem 4814MB``; the value before the bracketed running mean is kept."""
-    if b"Train: [" not in text:
+    if not has(text, b"Train: ["):
         return
     lines = Lines(text, first_line)
     for m in _SWIN.finditer(text):
@@ -193,7 +193,7 @@ def parse_fairseq(text: bytes, first_line: int, st: StepState, out: Collector,
                   steps: StepMarks, used: Used) -> None:
     """Steps are ``num_updates`` (optimizer updates); the per-epoch summaries become ``train_*``
     summary series, not the per-update loss (they average a whole epoch)."""
-    if b"epoch " in text and b"num_updates" in text:
+    if has(text, b"epoch ") and has(text, b"num_updates"):
         lines = Lines(text, first_line)
         for m in _FS_INNER.finditer(text):
             pairs = [(k.decode(), float(v)) for k, v in _FS_EQ.findall(m[4])]
@@ -213,7 +213,7 @@ def parse_fairseq(text: bytes, first_line: int, st: StepState, out: Collector,
             prefix = "valid_" if m[2] else "train_"
             if _fairseq_add(out, step, lines.at(m.start()), pairs, prefix):
                 _mark(st, steps, used, m.start(), step, "fairseq")
-    if b"| {" in text or b"] - {" in text:
+    if has(text, b"| {") or has(text, b"] - {"):
         lines = Lines(text, first_line)
         for m in _FS_JSON.finditer(text):
             rec = _json_record(text, m[3], m.end())
@@ -269,7 +269,7 @@ VERL_KEYS = {"actor/grad_norm": "grad_norm", "actor/lr": "learning_rate", "criti
 
 def parse_verl(text: bytes, first_line: int, st: StepState, out: Collector,
                steps: StepMarks, used: Used) -> None:
-    if b"step:" not in text:
+    if not has(text, b"step:"):
         return
     lines = Lines(text, first_line)
     for m in _VERL.finditer(text):
@@ -304,7 +304,7 @@ def _megatron_metric(key: str) -> str | None:
 
 def parse_megatron(text: bytes, first_line: int, st: StepState, out: Collector,
                    steps: StepMarks, used: Used) -> None:
-    if b"iteration" not in text:
+    if not has(text, b"iteration"):
         return
     lines = Lines(text, first_line)
     for m in _MEGA.finditer(text):
@@ -314,7 +314,7 @@ def parse_megatron(text: bytes, first_line: int, st: StepState, out: Collector,
         step = int(m[1])
         _add_pairs(out, step, lines.at(m.start()), [(k.strip(), v) for k, v in pairs], canon_of=_megatron_metric)
         _mark(st, steps, used, m.start(), step, "megatron")
-    if b"validation loss at iteration" in text:
+    if has(text, b"validation loss at iteration"):
         lines = Lines(text, first_line)
         for m in _MEGA_VAL.finditer(text):
             step, line = int(m[1]), lines.at(m.start())
@@ -340,7 +340,7 @@ _CAFFE = re.compile(rb"Iteration (\d+)(?: \([^)\n]{0,80}\))?, (loss|lr) = (" + N
 def parse_caffe(text: bytes, first_line: int, st: StepState, out: Collector,
                 steps: StepMarks, used: Used) -> None:
     """``loss`` is Caffe's smoothed loss (``average_loss`` iterations), printed every ``display``."""
-    if b"Iteration " not in text:
+    if not has(text, b"Iteration "):
         return
     lines = Lines(text, first_line)
     for m in _CAFFE.finditer(text):
@@ -361,7 +361,7 @@ _TORCHTUNE = re.compile(rb"(?:(?<![\w|.])(\d+)\|(\d+))?\|Loss: (" + NUM + rb")(?
 def parse_torchtune(text: bytes, first_line: int, st: StepState, out: Collector,
                     steps: StepMarks, used: Used) -> None:
     """The bar description ``epoch|global_step|Loss: x``; tqdm redraws it, so a step repeats (same value)."""
-    if b"|Loss: " not in text:
+    if not has(text, b"|Loss: "):
         return
     lines = Lines(text, first_line)
     last = getattr(st, "torchtune_last", None)  # a redraw may open the next chunk
@@ -387,7 +387,7 @@ _KERAS_PAIR = re.compile(rb" - ([\w/]+): (" + NUM + rb")(?:(?![\w.])|(?=Batch \d
 def parse_keras(text: bytes, first_line: int, st: StepState, out: Collector,
                 steps: StepMarks, used: Used) -> None:
     """Progbar rows; step = (epoch - 1) * batches + batch. The values are running means of the epoch."""
-    if b"/step" not in text and b"ETA" not in text and b"/sample" not in text and b"] - " not in text:
+    if not has(text, b"/step") and not has(text, b"ETA") and not has(text, b"/sample") and not has(text, b"] - "):
         return  # Keras 1 rows have no "/step": "9595/9595 [=====] - 1s - loss: nan"
     epochs = [(m.start(), int(m[1])) for m in _KERAS_EPOCH.finditer(text)]
     lines = Lines(text, first_line)
@@ -453,12 +453,36 @@ def _bars(text: bytes) -> list[tuple[int, int, int, bytes, bytes]]:
     return bars
 
 
+#: a ``[`` with an ``=`` after it, before any ``]`` or line break: what every postfix pair has in front of it
+_OPEN_EQ = re.compile(rb"\[[^\]\r\n]*=")
+
+
+def _postfix_may_hold_pairs(text: bytes) -> bool:
+    """False when no ``=`` of the chunk can lie in a bar's postfix, so :func:`_bars` need not run.
+
+    A postfix runs from its bar's ``[`` to the next ``]`` on the same line (or less), so an ``=`` is in
+    one only if its line has a ``[`` before it with no ``]`` between. A chunk of plain tqdm redraws
+    (45k a 4 MB chunk of HF Trainer output) beside DeepSpeed's ``[Rank 0] step=`` or a warning's
+    ``requires_grad=True`` has none: the bar scan, most of this parser's cost, would find no pair.
+    Each line holding an ``=`` is looked at once.
+    """
+    find, rfind = text.find, text.rfind
+    q = find(b"=")
+    while q >= 0:
+        ls = max(rfind(b"\n", 0, q), rfind(b"\r", 0, q)) + 1
+        le = line_end(text, q)
+        if _OPEN_EQ.search(text, ls, le) is not None:
+            return True
+        q = find(b"=", le)
+    return False
+
+
 def parse_tqdm_postfix(text: bytes, first_line: int, st: StepState, out: Collector,
                        steps: StepMarks, used: Used) -> None:
     """Only bars whose postfix has a loss-like key; the last redraw of each counter wins.
     Lightning's ``Epoch N:`` bars have their own parser (same idea, epoch-based steps), unless the postfix
     carries NeMo's ``global_step`` (the trainer's step, read here)."""
-    if b"%|" not in text or b"=" not in text:
+    if not has(text, b"%|") or b"=" not in text or not _postfix_may_hold_pairs(text):
         return
     lines = Lines(text, first_line)
     best: dict[int, tuple[int, int, list]] = {}
@@ -528,7 +552,7 @@ _YOLO_ROW = re.compile(rb"(?<![\w/])(\d+)/(\d+)[ \t]+[\d.]+G((?:[ \t]+" + NUM + 
 def parse_yolo(text: bytes, first_line: int, st: StepState, out: Collector,
                steps: StepMarks, used: Used) -> None:
     """Rows ``  1/100  2.61G  1.218  1.408  1.208  167  640: 100%|...``; step = epoch (last redraw)."""
-    if b"GPU_mem" not in text and b"gpu_mem" not in text and not getattr(st, "yolo_cols", None):
+    if not has(text, b"GPU_mem") and not has(text, b"gpu_mem") and not getattr(st, "yolo_cols", None):
         return
     head = None
     for h in _YOLO_HEAD.finditer(text):
@@ -705,9 +729,7 @@ _PAREN_STEP = re.compile(rb"\((?:Steps?|steps?): (\d{1,18})\) ([A-Za-z][\w/.-]{0
 
 def parse_paren_steps(text: bytes, first_line: int, st: StepState, out: Collector,
                       steps: StepMarks, used: Used) -> None:
-    if b"Step" not in text and b"step" not in text:
-        return
-    if b"(Step: " not in text and b"(Steps: " not in text and b"(step: " not in text and b"(steps: " not in text:
+    if not any(has(text, lit) for lit in (b"(Step: ", b"(Steps: ", b"(step: ", b"(steps: ")):
         return
     lines = Lines(text, first_line)
     for m in _PAREN_STEP.finditer(text):
@@ -734,8 +756,7 @@ def parse_llama_recipes(text: bytes, first_line: int, st: StepState, out: Collec
                         steps: StepMarks, used: Used) -> None:
     """Step losses at ``(epoch - 1) * steps_per_epoch + step`` (step counts from 0); evaluations, epoch means and the
     final summary at the step in force when they are printed."""
-    if b"Training Epoch: " not in text and b"eval_ppl=" not in text and b"Key: avg_" not in text \
-            and b"train_epoch_loss=" not in text:
+    if not any(has(text, lit) for lit in (b"Training Epoch: ", b"eval_ppl=", b"Key: avg_", b"train_epoch_loss=")):
         return
     lines = Lines(text, first_line)
     found: list[tuple[int, int, bytes, bytes | None, int | None]] = []  # (pos, kind, a, b, step)
@@ -791,7 +812,7 @@ _KV_CANON = {"loss": "loss", "learning_rate": "learning_rate", "lr": "learning_r
 def parse_kv_table(text: bytes, first_line: int, st: StepState, out: Collector,
                    steps: StepMarks, used: Used) -> None:
     """Each table is one record at the step its timestep counter gives (numbered on from the last step without one)."""
-    if b"-\n|" not in text and b"-\r\n|" not in text:
+    if not has(text, b"-\n|") and not has(text, b"-\r\n|"):
         return
     lines = Lines(text, first_line)
     for m in _KV_TABLE.finditer(text):

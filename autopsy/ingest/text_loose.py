@@ -27,7 +27,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from autopsy.ingest.text_metrics import NUM, Collector, Lines, StepMarks, StepState, Used, line_end, line_start
+from autopsy.ingest.text_metrics import NUM, Collector, Lines, StepMarks, StepState, Used, has, line_end, line_start
 
 # -- HF log_metrics block --------------------------------------------------------------------------
 
@@ -40,7 +40,7 @@ _BLOCK_SKIP = re.compile(r"_runtime$|_per_second$|_mem_|^total_flos$|^epoch$|_sa
 
 def parse_hf_metrics_block(text: bytes, first_line: int, st: StepState, out: Collector,
                            steps: StepMarks, used: Used) -> None:
-    if b"metrics *****" not in text:
+    if not has(text, b"metrics *****"):
         return
     lines = Lines(text, first_line)
     for m in _BLOCK_HEAD.finditer(text):
@@ -102,14 +102,15 @@ def _loose_key(raw: str) -> str:
 
 def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector,
                      steps: StepMarks, used: Used) -> None:
-    if b"oss" not in text and b"OSS" not in text:
+    if not has(text, b"oss") and not has(text, b"OSS"):
         return
     groups: dict[bytes, list[tuple[int, int, list[tuple[str, float]], int | None]]] = defaultdict(list)
     bar_rows: list[tuple[int, int, list[tuple[str, float]], int]] = []
     seen: set[int] = set()
     # the pair regex opens with a lookbehind the engine cannot skip through: find its literal core first (HF dict
     # keys, ``'loss':``, are not candidates), then read the candidate's line alone
-    cores = [c for rx in _LOSS_CORES for c in rx.finditer(text)] if b"OSS" in text else list(_LOSS_CORES[0].finditer(text))
+    cores = ([c for rx in _LOSS_CORES for c in rx.finditer(text)] if has(text, b"OSS")
+             else list(_LOSS_CORES[0].finditer(text)))
     cores.sort(key=lambda c: c.start())
     for c in cores:
         ls = line_start(text, c.start())
@@ -190,7 +191,7 @@ _METER_SKIP = {"time", "data", "eta"}
 def parse_progress_meter(text: bytes, first_line: int, st: StepState, out: Collector,
                          steps: StepMarks, used: Used) -> None:
     """The current value of each meter at step ``epoch * batches + batch`` (the average is the epoch's so far)."""
-    if b"Epoch: [" not in text:
+    if not has(text, b"Epoch: ["):
         return
     lines = Lines(text, first_line)
     for m in _PROGRESS.finditer(text):
@@ -220,7 +221,7 @@ _SCHED = re.compile(rb"Adjusting learning rate of group (\d+) to (" + NUM + rb")
 def parse_scheduler_verbose(text: bytes, first_line: int, st: StepState, out: Collector,
                             steps: StepMarks, used: Used) -> None:
     """Group 0's LR at each scheduler step, numbered in order (the scheduler's own count)."""
-    if b"Adjusting learning rate" not in text:
+    if not has(text, b"Adjusting learning rate"):
         return
     lines = Lines(text, first_line)
     n = getattr(st, "sched_steps", 0)
@@ -309,7 +310,7 @@ def parse_tensor_dicts(text: bytes, first_line: int, st: StepState, out: Collect
                        steps: StepMarks, used: Used) -> None:
     """One record per dict naming a loss, numbered after the last step seen (a framework that prints such a dict at a
     known step, detectron2's ``loss_dict = {...}``, claims its line first)."""
-    if b"': tensor(" not in text:
+    if not has(text, b"': tensor("):
         return
     lines = Lines(text, first_line)
     for m in _TENSOR_DICT.finditer(text):
@@ -458,7 +459,7 @@ _VAL_LOSS_LINE = re.compile(rb"(?:\A|\n)val loss (" + NUM + rb")[ \t]*\r?(?=\n|\
 def parse_step_less_val_loss(text: bytes, first_line: int, st: StepState, out: Collector,
                              steps: StepMarks, used: Used) -> None:
     """The val loss is the model's after the last printed step: it takes the step in force (0 before any)."""
-    if b"val loss " not in text:
+    if not has(text, b"val loss "):
         return
     lines = Lines(text, first_line)
     marks = None

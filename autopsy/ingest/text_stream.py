@@ -78,7 +78,7 @@ def iter_chunks(fh: BinaryIO, block_bytes: int = BLOCK_BYTES, line_cap: int = LI
             if eof:
                 return
             continue
-        nul = buf.count(b"\x00")
+        nul = buf.count(b"\x00") if b"\x00" in buf else 0  # the test is a memchr: most blocks have none
         text = strip_ansi(bytes(buf))
         if nul:
             text = text.replace(b"\x00", b"")
