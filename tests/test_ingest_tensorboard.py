@@ -407,6 +407,25 @@ def test_mutations_never_raise(tmp_path, good, data):
     assert same(rows(p, verify_data=False, fast=False), rows(p, verify_data=False))  # both paths agree
 
 
+def test_tags_whose_different_bytes_decode_alike_keep_their_values(tmp_path):
+    """Two tags damaged into different invalid UTF-8 bytes both decode to U+FFFD + the rest: the fast path must index
+    the decoded names, not the byte strings (found by test_mutations_never_raise: values shifted to the next tag)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    w = SummaryWriter(str(tmp_path / "tb"))
+    for step, v in [(0, 1.5), (1, 1.2)]:
+        w.add_scalar("train/loss", v, step)
+        w.add_scalar("xrain/loss", v * 2, step)
+        w.add_scalar("grad_norm", v * 3, step)
+    w.close()
+    (f,) = events_in(tmp_path / "tb")
+    buf = f.read_bytes().replace(b"train/loss", b"\xe2rain/loss").replace(b"xrain/loss", b"\xc3rain/loss")
+    p = write(tmp_path, buf)
+    fast, slow = rows(p, verify_data=False), rows(p, verify_data=False, fast=False)
+    assert same(fast, slow)
+    assert [r for r in fast if r[1] == "grad_norm"] == [(0, "grad_norm", 4.5), (1, "grad_norm", F32(3.6))]
+
+
 def test_crc32c_reference_values():
     from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c as tb_masked
 

@@ -353,7 +353,11 @@ def decode(buf: bytes | mmap.mmap, verify_data: bool = VERIFY_DATA_CRC, fast: bo
         bad_crc = sorted(used[~good].tolist())
     del data
 
-    tag_index = {t: i for i, t in enumerate(tags)}
+    # distinct tag bytes can decode to one string (two invalid bytes both become U+FFFD): codes index the strings
+    tag_index: dict[str, int] = {}
+    remap = np.array([tag_index.setdefault(t, len(tag_index)) for t in tags], dtype=np.int64)
+    if len(remap) and len(tag_index) < len(remap):
+        codes = remap[codes]
     slow_codes = [tag_index.setdefault(t, len(tag_index)) for t in slow.tag]
     tags = list(tag_index)
     record = np.concatenate([fast_idx, np.asarray(slow.record, dtype=np.int64)])
