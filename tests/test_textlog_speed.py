@@ -241,3 +241,26 @@ def test_line_numbers_from_the_shared_index_are_counts_of_line_breaks(a: bytes, 
         for pos in range(len(text) + 1):
             assert lines.at(pos) == 7 + text.count(b"\n", 0, pos)
     forget_newlines()
+
+
+def _naive_start(text: bytes, pos: int) -> int:
+    return max(text.rfind(b"\n", 0, pos), text.rfind(b"\r", 0, pos)) + 1
+
+
+def _naive_end(text: bytes, pos: int) -> int:
+    ends = [i for i in (text.find(b"\n", pos), text.find(b"\r", pos)) if i >= 0]
+    return min(ends) if ends else len(text)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from([b"step 3 | loss 1.5", b"\n", b"\r", b"\r\n", b"x" * 5000, b"", b"a b"]),
+                min_size=1, max_size=60), st.lists(st.floats(0, 1), min_size=1, max_size=20))
+def test_line_bounds_from_the_break_index_equal_the_searches(parts, fracs):
+    from autopsy.ingest.text_metrics import SMALL_TEXT, line_end, line_start
+
+    text = b"".join(parts) * (SMALL_TEXT // max(1, len(b"".join(parts))) + 1)  # past SMALL_TEXT: the indexed path
+    assert len(text) >= SMALL_TEXT
+    for f in fracs:
+        pos = min(int(f * len(text)), len(text))
+        assert line_start(text, pos) == _naive_start(text, pos)
+        assert line_end(text, pos) == _naive_end(text, pos)
