@@ -1,14 +1,17 @@
 """The recorder itself, shared by the HF, Lightning and plain-loop front ends.
 
 Cost model (why it stays cheap): per step, one fused ``torch._foreach_norm`` over the gradients
-that exist anyway and one host read (a single ``tolist()``; on CPU, direct reads) for norms, loss
-and token counts together; per-layer sums in Python from precomputed parameter groups; the step
-line is kept as a dict and serialized with the next flush of the writer (``writer.py``: at most a
-second later, rounding included). The inputs of the step's outermost module calls are kept by
-reference (no copy) with the RNG state, so a non-finite step can be replayed with hooks afterwards
-(``replay.py``) instead of hooking every module on every step. Deep mode (``deep.py``) adds one
-``aminmax`` per module output and per output gradient, written into a preallocated buffer and read
-with one ``tolist()`` per step.
+that exist anyway; the norms, the loss and the token counts are read on the host at once when they
+are on the CPU (``item()`` each: cheaper than stacking), else with one ``stack`` + ``tolist()``, the
+step's only sync; per-layer sums in Python from precomputed parameter groups; the step line is kept
+as a dict and serialized with the next flush of the writer (``writer.py``: at most a second later,
+rounding included). The inputs of the step's outermost module calls are kept by reference (no copy)
+with the RNG state, so a non-finite step can be replayed with hooks afterwards (``replay.py``)
+instead of hooking every module on every step; the hooks that keep them sit on the model, and on
+its direct children only until a step shows that the loop calls the model itself. Deep mode
+(``deep.py``) adds a forward hook per module and a pre-hook per output gradient that only collect
+the tensors; they are reduced in bounded batches (one ``aminmax`` each, into a preallocated buffer)
+and read with one ``tolist()`` per step.
 """
 
 from __future__ import annotations
