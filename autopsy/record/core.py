@@ -226,10 +226,11 @@ class Core:
             return
         self._depth = max(0, self._depth - 1)
         if self._depth == 0:
-            # kept as it is (detached and checked only if the step has no loss of its own)
+            # detached (a forward without backward, e.g. evaluation with grad on, must not keep its
+            # graph alive until the next step), checked and reshaped only if the step has no loss of its own
             loss = out.get("loss") if isinstance(out, dict) else getattr(out, "loss", None)
             if loss is not None:
-                self._losses.append(loss)
+                self._losses.append(loss.detach() if getattr(loss, "requires_grad", False) else loss)
 
     def _order_hook(self, i: int) -> Any:
         def hook(param: Any) -> None:
