@@ -175,7 +175,9 @@ def profile(layers: int, reps: int = 40, inner: int = 20) -> None:
             recs["cheap"].step(loss=loss, optimizer=opt, batch=b)
         got = core._norms()
         tok, sup = token_parts(b)
-        parts = [*got[0], loss, *(t for t in (tok, sup) if isinstance(t, torch.Tensor))]
+        # on CPU the norms come back as floats already; the host read is then of the other values
+        parts = [*(t for t in got[0] if isinstance(t, torch.Tensor)), loss.detach(),
+                 *(t for t in (tok, sup) if isinstance(t, torch.Tensor))]
         entry = {"t": "step", "step": 5, "loss": 1.234, "lr": 1e-5, "gn": 0.5, "g": [0.1234] * len(core.groups),
                  "tokens": 256, "sup": 256, "shape": [8, 32]}
 

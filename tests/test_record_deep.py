@@ -73,3 +73,50 @@ def test_a_subclass_that_refuses_out_is_still_recorded_and_nan_is_named():
     assert order == [0, 1, 2] and all(math.isnan(v) for v in vals)
     assert got["first_nonfinite_output"] == "0"
     assert deep._slots["loose"].n == 3
+
+
+def test_bounded_batches_give_the_same_values(monkeypatch):
+    """Reducing every few tensors (what a large model does) gives the values of one batch per step."""
+    import autopsy.record.deep as deep_mod
+
+    def run() -> dict:
+        net = _net()
+        deep = DeepHooks(net, ["0", "2"], group_of)
+        torch.manual_seed(1)
+        net(torch.randn(3, 4)).sum().backward()
+        got = deep.entry()
+        deep.remove()
+        return got
+
+    whole = run()
+    monkeypatch.setattr(deep_mod, "PENDING_TENSORS", 2)
+    assert run() == whole
+    monkeypatch.setattr(deep_mod, "PENDING_ELEMENTS", 1)
+    assert run() == whole
+
+
+class _InPlaceParent(nn.Module):
+    """A parent whose own code overwrites its child's output in place (``x.mul_`` after the child
+    returned): the child's output was finite when it returned."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.child = nn.Linear(4, 4)
+        self.scale = 1.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.child(x)
+        h.mul_(self.scale)
+        return h
+
+
+def test_output_changed_in_place_is_not_named_first():
+    net = nn.Sequential(_InPlaceParent(), nn.Linear(4, 2))
+    deep = DeepHooks(net, ["0", "1"], group_of)
+    net[0].scale = float("nan")
+    with torch.no_grad():
+        net(torch.randn(3, 4))
+    got = deep.entry()
+    # the child returned finite values; its parent's code made them NaN: the parent is named
+    assert got["first_nonfinite_output"] == "0"
+    assert deep._stale  # the child's value was read after the in-place change, and flagged

@@ -182,3 +182,42 @@ def test_overflow_in_parent_code_and_non_finite_input(tmp_path):
     assert "blocks.1.outer received a non-finite input" in events[2]["note"]
     assert events[3]["module"] == "(input batch)"
     assert all(bool(torch.isfinite(p).all()) for p in net.parameters())
+
+
+def test_children_hooks_follow_what_the_loop_calls(tmp_path):
+    """The model's children are hooked only while the loop may call them directly: dropped after a
+    step that called the model itself, hooked again after a step that did not, so a later step that
+    calls the children (not the model) is still replayed and its origin named."""
+    from autopsy.record import Recorder
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 8))
+            self.head = torch.nn.Linear(8, 1)
+
+        def forward(self, x):
+            return self.head(self.blocks(x)).mean()
+
+    torch.manual_seed(0)
+    net = Net()
+    opt = torch.optim.SGD(net.parameters(), lr=1e-3)
+    rec = Recorder(tmp_path, model=net, on_nonfinite="skip")
+    hooked = []
+    for step in range(1, 6):
+        x = torch.randn(4, 8)
+        if step == 5:
+            with torch.no_grad():
+                net.blocks[1].bias[0] = float("nan")
+        # steps 1-2 call the model; from step 3 the loop calls its children itself
+        loss = net(x) if step <= 2 else net.head(net.blocks(x)).mean()
+        loss.backward()
+        if rec.step(loss=loss, optimizer=opt, batch=x):
+            opt.step()
+        opt.zero_grad()
+        hooked.append(len(rec.core._child_hooks) > 0)
+    rec.close()
+    # hooked after step 3 (the model was not called), kept while the children are called
+    assert hooked == [False, False, True, True, True]
+    on = _record(tmp_path).onset
+    assert on["step"] == 5 and on["direction"] == "forward" and on["module"] == "blocks.1" and on["how"] == "replay"

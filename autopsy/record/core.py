@@ -1,14 +1,17 @@
 """The recorder itself, shared by the HF, Lightning and plain-loop front ends.
 
 Cost model (why it stays cheap): per step, one fused ``torch._foreach_norm`` over the gradients
-that exist anyway and one host read (a single ``tolist()``; on CPU, direct reads) for norms, loss
-and token counts together; per-layer sums in Python from precomputed parameter groups; the step
-line is kept as a dict and serialized with the next flush of the writer (``writer.py``: at most a
-second later, rounding included). The inputs of the step's outermost module calls are kept by
-reference (no copy) with the RNG state, so a non-finite step can be replayed with hooks afterwards
-(``replay.py``) instead of hooking every module on every step. Deep mode (``deep.py``) adds one
-``aminmax`` per module output and per output gradient, written into a preallocated buffer and read
-with one ``tolist()`` per step.
+that exist anyway; the norms, the loss and the token counts are read on the host at once when they
+are on the CPU (``item()`` each: cheaper than stacking), else with one ``stack`` + ``tolist()``, the
+step's only sync; per-layer sums in Python from precomputed parameter groups; the step line is kept
+as a dict and serialized with the next flush of the writer (``writer.py``: at most a second later,
+rounding included). The inputs of the step's outermost module calls are kept by reference (no copy)
+with the RNG state, so a non-finite step can be replayed with hooks afterwards (``replay.py``)
+instead of hooking every module on every step; the hooks that keep them sit on the model, and on
+its direct children only until a step shows that the loop calls the model itself. Deep mode
+(``deep.py``) adds a forward hook per module and a pre-hook per output gradient that only collect
+the tensors; they are reduced in bounded batches (one ``aminmax`` each, into a preallocated buffer)
+and read with one ``tolist()`` per step.
 """
 
 from __future__ import annotations
@@ -55,15 +58,6 @@ def _r(x: float) -> float:
     return float(f"{x:.{SIG}g}") if math.isfinite(x) else x
 
 
-def _loss_of(out: Any) -> Any:
-    import torch
-
-    loss = out.get("loss") if isinstance(out, dict) else getattr(out, "loss", None)
-    if isinstance(loss, torch.Tensor) and loss.numel() == 1 and loss.is_floating_point():
-        return loss.detach().reshape(())
-    return None
-
-
 def check_action(on_nonfinite: str) -> None:
     """Refuse an unknown ``on_nonfinite`` when the recorder or a callback is built, not at the first NaN."""
     if on_nonfinite not in ACTIONS:
@@ -107,6 +101,7 @@ class Core:
         self.last_step = 0
         self._out: RecordWriter | None = None
         self._hooks: list[Any] = []
+        self._child_hooks: list[Any] = []  # on the model's children, while they may be called directly
         self._order_hooks: list[Any] = []
         self._order: list[int] = []
         self._order_seen: set[int] = set()
@@ -141,9 +136,8 @@ class Core:
             gidx.append(index.setdefault(g, len(index)))
         self.groups = list(index)
         self._gpos, self._all, self._gpos_cache = gidx, list(range(len(self.params))), {}
-        for m in [model, *model.children()]:
-            self._hooks.append(m.register_forward_pre_hook(self._pre, with_kwargs=True))
-            self._hooks.append(m.register_forward_hook(self._post))
+        self._hook_calls([model])
+        self._hook_children()
         self._order_hooks = [p.register_post_accumulate_grad_hook(self._order_hook(i))
                              for i, p in enumerate(self.params)]
         if self.deep:
@@ -165,7 +159,26 @@ class Core:
             header["modules"] = self.modules
         self.write(header)
 
+    def _hook_calls(self, modules: list[Any], into: list[Any] | None = None) -> None:
+        """Pre- and post-forward hooks that keep the step's outermost calls (inputs, RNG state) and losses."""
+        got = self._hooks if into is None else into
+        for m in modules:
+            got.append(m.register_forward_pre_hook(self._pre, with_kwargs=True))
+            got.append(m.register_forward_hook(self._post))
+
+    def _hook_children(self) -> None:
+        """The model's direct children too: a loop may call one of them instead of the model (a
+        LightningModule's ``training_step`` calling ``self.model``)."""
+        if not self._child_hooks and self.model is not None:
+            self._hook_calls(list(self.model.children()), self._child_hooks)
+
+    def _unhook_children(self) -> None:
+        for h in self._child_hooks:
+            h.remove()
+        self._child_hooks = []
+
     def remove_hooks(self) -> None:
+        self._unhook_children()
         for h in self._hooks + self._order_hooks:
             h.remove()
         if self._deep is not None:
@@ -213,9 +226,11 @@ class Core:
             return
         self._depth = max(0, self._depth - 1)
         if self._depth == 0:
-            loss = _loss_of(out)
+            # detached (a forward without backward, e.g. evaluation with grad on, must not keep its
+            # graph alive until the next step), checked and reshaped only if the step has no loss of its own
+            loss = out.get("loss") if isinstance(out, dict) else getattr(out, "loss", None)
             if loss is not None:
-                self._losses.append(loss)
+                self._losses.append(loss.detach() if getattr(loss, "requires_grad", False) else loss)
 
     def _order_hook(self, i: int) -> Any:
         def hook(param: Any) -> None:
@@ -256,8 +271,10 @@ class Core:
             self._losses.append(torch.tensor(float(loss)))
 
     # -- per step ------------------------------------------------------------------------------
-    def _norms(self) -> tuple[list[Any], list[int]] | None:
-        """Each present gradient's L2 norm as a float32 0-d tensor (one fused op, no sync)."""
+    def _norms(self) -> tuple[list[Any], list[int], bool] | None:
+        """Each present gradient's L2 norm (one fused op): as Python floats when the gradients are on
+        the CPU (read at once: there is no device to wait for), else as float32 0-d tensors on their
+        device, read later with the step's one ``tolist()``. Third item: whether they are floats."""
         import torch
 
         grads = [p.grad for p in self.params]
@@ -270,9 +287,15 @@ class Core:
         # no no_grad(): gradients do not require grad (with create_graph=True the small graph of the
         # norms is dropped with them), and entering the context costs as much as a few norms
         try:  # float32 norms of float16/bfloat16 gradients: no overflow of the norm itself
-            return list(torch._foreach_norm(grads, 2, dtype=torch.float32)), present
-        except RuntimeError:  # float64 or complex gradients
-            return [n.detach().float() for n in torch._foreach_norm(grads)], present
+            norms = torch._foreach_norm(grads, 2, dtype=torch.float32)
+        except RuntimeError:  # float64 or complex gradients beside low-precision ones
+            norms = [n.detach().float() for n in torch._foreach_norm(grads)]
+        if grads[0].is_cpu:
+            try:
+                return [n.item() for n in norms], present, True
+            except RuntimeError:  # a norm on another device (a model split across devices)
+                pass
+        return [n.float() for n in norms], present, False
 
     def _groups_of(self, present: list[int]) -> list[int]:
         """Each present parameter's group index (cached: the same parameters have gradients every step)."""
@@ -293,31 +316,34 @@ class Core:
         the token counts (on a device: one ``stack`` and one ``tolist``, the only sync); group sums
         in Python; the line is queued, serialized and rounded with the writer's next flush."""
         self.last_step = step
-        if loss is not None:
-            self._losses = []
-            self.add_loss(loss)
+        step_calls = self._calls
         if not self._order_done:
             self._finish_order()
         got = self._pending if self._pending is not None else self._norms()
         self._pending = None
         if batch is None:
             batch = self._batch_from_calls()
-        parts: list[Any] = got[0] if got is not None else []  # a fresh list: extended in place
-        n_norms = len(parts)
-        losses = self._losses
-        if losses:
-            parts.append(losses[0].float() if len(losses) == 1 else _mean(losses))
         tokens, sup, shape = batch_facts(batch)
-        tok_at = sup_at = -1
+        # what is still on a device is read with one stack + tolist (the step's only sync); what is
+        # on the CPU was read directly (norms, a CPU loss, counts of a CPU batch: no device to wait for)
+        dev: list[Any] = []
+        host_norms = got is not None and got[2]
+        if got is not None and not host_norms:
+            dev.extend(got[0])
+        loss_v, loss_t = _loss_read([loss] if loss is not None else [x for x in self._losses if _is_loss(x)])
+        loss_at = tok_at = sup_at = -1
+        if loss_t is not None:
+            loss_at = len(dev)
+            dev.append(loss_t)
         if tokens is not None and not isinstance(tokens, int):
-            tok_at = len(parts)
-            parts.append(tokens)
-        if sup is not None:
-            sup_at = len(parts)
-            parts.append(sup)
-        # the gradients' device (checked each step: a model is often moved after the recorder is made)
-        values = _host_values(parts, parts[0].is_cpu if parts else None)
-        loss_v = values[n_norms] if losses else None
+            tok_at = len(dev)
+            dev.append(tokens)
+        if sup is not None and not isinstance(sup, int):
+            sup_at = len(dev)
+            dev.append(sup)
+        values = _host_values(dev) if dev else dev
+        if loss_at >= 0:
+            loss_v = values[loss_at]
         if tok_at >= 0:
             tokens = int(values[tok_at])
         if sup_at >= 0:
@@ -331,7 +357,7 @@ class Core:
             except Exception:  # noqa: BLE001 - a scaler without get_scale: no scale recorded
                 pass
         if got is not None:
-            pnorms = values[:n_norms]
+            pnorms = got[0] if host_norms else values[:len(got[0])]
             gsq = [0.0] * len(self.groups)
             for g, v in zip(self._groups_of(got[1]), pnorms):
                 gsq[g] += v * v
@@ -370,6 +396,12 @@ class Core:
             else:
                 proceed = self._nonfinite(step, entry, ring_entry, pnorms, got[1] if got else [], bad_loss, batch,
                                           optimizer)
+        if self._child_hooks:
+            # the first step called the model itself (the usual loop): its children's hooks only cost
+            if step_calls and all(c.module is self.model for c in step_calls):
+                self._unhook_children()
+        elif not step_calls and self.replay:
+            self._hook_children()  # the model was not called this step: watch its children again
         self._calls, self._losses, self._depth = [], [], 0
         if self._deep is not None:
             self._deep.reset()
@@ -523,6 +555,37 @@ def _rounded(entry: dict[str, Any], n_modules: int | None = None) -> dict[str, A
         if calls is not None and n_modules is not None:
             out[f"{k}_amax"] = _rl(per_module(n_modules, *calls))
     return out
+
+
+def _is_loss(x: Any) -> bool:
+    """A loss taken from a model's output: a one-element floating tensor (an output's per-sample losses are not)."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x.numel() == 1 and x.is_floating_point()
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _loss_read(losses: list[Any]) -> tuple[float | None, Any]:
+    """The step's loss (the mean of its micro-batches' losses) as (a Python float, None) when it is on
+    the CPU or a number, else (None, a float32 0-d tensor on its device, read with the step's sync)."""
+    import torch
+
+    if not losses:
+        return None, None
+    if len(losses) > 1:
+        t = _mean([x.detach() if isinstance(x, torch.Tensor) else torch.tensor(float(x)) for x in losses])
+    else:
+        t = losses[0]
+        if isinstance(t, (int, float)):
+            return float(t), None
+        if not isinstance(t, torch.Tensor):
+            return None, None
+    if t.numel() != 1:
+        t = t.detach().reshape(-1)[:1]
+    if t.is_cpu:
+        return float(t.item()), None
+    return None, t.detach().reshape(()).float()
 
 
 def _mean(losses: list[Any]) -> Any:
