@@ -729,7 +729,7 @@ _PAREN_STEP = re.compile(rb"\((?:Steps?|steps?): (\d{1,18})\) ([A-Za-z][\w/.-]{0
 
 def parse_paren_steps(text: bytes, first_line: int, st: StepState, out: Collector,
                       steps: StepMarks, used: Used) -> None:
-    if not any(has(text, lit) for lit in (b"(Step: ", b"(Steps: ", b"(step: ", b"(steps: ")):
+    if not has(text, b"(Step") and not has(text, b"(step"):
         return
     lines = Lines(text, first_line)
     for m in _PAREN_STEP.finditer(text):
@@ -802,6 +802,8 @@ _KV_ROW = re.compile(rb"[ \t]*\|([ \t]*)([^|\r\n]*?)[ \t]*\|[ \t]*([^|\r\n]*?)[ 
 #: / ``timesteps``), then the update counters when no timestep count is printed
 _KV_STEP_KEYS = ("total_timesteps", "total timesteps", "timesteps", "timesteps_total", "iterations", "n_updates",
                  "nupdates", "serial_timesteps")
+#: bytes looked at for CRLF line ends before a chunk is scanned for the CRLF form of a table
+CRLF_PROBE = 64 * 1024
 #: spaces after the ``|`` of a row under a section (SB3 writes ``| `` then the key indented by three)
 KV_INDENT = 3
 #: the training signals of these tables under the names the detectors know
@@ -812,8 +814,8 @@ _KV_CANON = {"loss": "loss", "learning_rate": "learning_rate", "lr": "learning_r
 def parse_kv_table(text: bytes, first_line: int, st: StepState, out: Collector,
                    steps: StepMarks, used: Used) -> None:
     """Each table is one record at the step its timestep counter gives (numbered on from the last step without one)."""
-    if not has(text, b"-\n|") and not has(text, b"-\r\n|"):
-        return
+    if not has(text, b"-\n|") and not (text.find(b"\r\n", 0, CRLF_PROBE) >= 0 and has(text, b"-\r\n|")):
+        return  # (the CRLF form only in a chunk whose lines end in CRLF: one scan, not two, per chunk)
     lines = Lines(text, first_line)
     for m in _KV_TABLE.finditer(text):
         section = b""
@@ -940,7 +942,7 @@ FORMAT_PARSERS = (
     (parse_tqdm_postfix, (b"",)),
     (parse_yolo, (b"GPUmem", b"gpumem")),
     (parse_paren_steps, (b"Step", b"step")),
-    (parse_llama_recipes, (b"Epoch", b"evalppl", b"Key", b"trainepochloss")),
+    (parse_llama_recipes, (b"TrainingEpoch", b"evalppl", b"Keyavg", b"trainepochloss")),
     (parse_kv_table, (b"",)),
     (parse_pipe_table, (b"",)),
     (parse_columns, (b"",)),

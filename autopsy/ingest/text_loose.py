@@ -237,8 +237,10 @@ def parse_scheduler_verbose(text: bytes, first_line: int, st: StepState, out: Co
 
 # -- metrics dicts pretty-printed over several lines (pprint, json.dumps(indent=...), a tidied paste) ----
 
-#: ``{`` alone on its line (json.dumps(indent=...)), or ``{`` then the first row on the same line (pprint)
-_ML_OPEN = re.compile(rb"\{(?:[ \t]*\r?\n|(?=['\"]))")
+#: ``{`` alone on its line (json.dumps(indent=...)), or ``{`` then the first row on the same line, ending in a comma
+#: (pprint's wrap; a one-line dict, which every HF record is, ends in ``}`` and is not a candidate)
+_ML_OPEN = re.compile(rb"\{(?:[ \t]*\r?\n|(?=['\"][^'\"\r\n]{1,120}['\"][ \t]*:[ \t]*"
+                      rb"(?:tensor\([^()\r\n]{0,300}\)|[^,(){}\r\n]{1,120}),[ \t]*\r?\n))")
 #: a value: a number (quoted or not), or a printed 0-d tensor (``tensor(0.6926, device='cuda:2', grad_fn=<...>)``:
 #: the loss dict of torchvision detection models and of many hand-written loops, printed as it is returned)
 _ML_VALUE = rb"(?:(" + NUM + rb"|'" + NUM + rb"'|\"" + NUM + rb"\")|tensor\(\s*(" + NUM + rb")\s*(?:,[^()\r\n]{0,300})?\))"

@@ -466,7 +466,8 @@ def parse_mm(text: bytes, first_line: int, st: StepState, out: Collector,
              steps: StepMarks, used: Used) -> None:
     """mmcv ``Epoch [1][100/62598]\\tlr: ...`` and ``Iter [100/100000]\\tlr: ...``, mmengine ``Epoch(train) [1][240/735]``,
     ``Iter(train) [100/1000]``."""
-    if not has(text, b"Epoch") and not has(text, b"Iter"):
+    it = has(text, b"Iter")
+    if not it and not has(text, b"Epoch"):
         return
     lines = Lines(text, first_line)
     for m in finditer_at(_MMCV, text, sorted(literal_positions(text, (b"Epoch", b"Iter")))):
@@ -479,14 +480,14 @@ def parse_mm(text: bytes, first_line: int, st: StepState, out: Collector,
         if _add_pairs(out, step, lines.at(m.start()), _KV_COLON.findall(m[6])):
             _mark_step(st, steps, used, m.start(), step)
             st.frameworks.add("mmengine")
-    if has(text, b"Iter ["):
+    if it and has(text, b"Iter ["):
         lines = Lines(text, first_line)
         for m in _MMCV_ITER.finditer(text):
             step = int(m[1])
             if _add_pairs(out, step, lines.at(m.start()), _KV_COLON.findall(m[3])):
                 _mark_step(st, steps, used, m.start(), step)
                 st.frameworks.add("mmengine")
-    if has(text, b"Iter("):
+    if it and has(text, b"Iter("):
         lines = Lines(text, first_line)
         for m in _MM_ITER.finditer(text):
             if m[1] != b"train":
