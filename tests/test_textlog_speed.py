@@ -258,7 +258,8 @@ def _naive_end(text: bytes, pos: int) -> int:
 def test_line_bounds_from_the_break_index_equal_the_searches(parts, fracs):
     from autopsy.ingest.text_metrics import SMALL_TEXT, line_end, line_start
 
-    text = b"".join(parts) * (SMALL_TEXT // max(1, len(b"".join(parts))) + 1)  # past SMALL_TEXT: the indexed path
+    unit = b"".join(parts) or b"a b"
+    text = unit * (SMALL_TEXT // len(unit) + 1)  # past SMALL_TEXT: the indexed path
     assert len(text) >= SMALL_TEXT
     for f in fracs:
         pos = min(int(f * len(text)), len(text))
