@@ -194,9 +194,10 @@ def _collapse(run: Run) -> Finding | None:
     if not mins and not low:
         return None
     overflow_evs = run.events_of("overflow")
-    if not mins and not overflow_evs and scales and len({s[0] for s in scales}) == 1 and scales[0][0] >= 1.0:
-        # a scale that never moved (even a single log of it): bf16/fp32 runs log a constant 1.0 (Megatron prints it in
-        # bf16 too); a collapse shows as a fall, overflow messages, or a scale below 1
+    if not mins and not overflow_evs and scales and len({s[0] for s in scales}) == 1 and (
+            len(scales) >= 2 or scales[0][0] == 1.0):
+        # a scale that never moved: bf16/fp32 runs log a constant 1.0 (Megatron prints it in bf16 too), even in a paste
+        # of one log line; a single saved GradScaler scale of 4 can only have been halved down to (kept)
         return None
     n_over = sum(e.count for e in overflow_evs)
     persistent = bool(mins) or _persistent(run, scales, floor)

@@ -454,3 +454,9 @@ def test_nan_after_finite_logs_is_not_called_first_log(tmp_path: Path):
                        "Iter 30: Train loss nan, Learning Rate 1.000e-05\n")
     num = next(f for f in a.diagnosis.findings if f.code == "NUM001")
     assert "first log" not in num.title
+
+
+def test_a_pprinted_config_with_a_loss_weight_is_not_a_metrics_record(tmp_path: Path):
+    a = _run(tmp_path, "{'batch_size': 8,\n 'loss_weight': 1.0,\n 'lr': 0.0002,\n 'use_amp': True}\n"
+                       "{\n  \"loss_scale_window\": 1000,\n  \"loss_weight\": 0.5,\n  \"fp16\": true\n}\n")
+    assert a.run.scalars.empty

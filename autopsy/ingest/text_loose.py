@@ -247,6 +247,8 @@ _ML_VALUE = rb"(?:(" + NUM + rb"|'" + NUM + rb"'|\"" + NUM + rb"\")|tensor\(\s*(
 _ML_ROW = re.compile(rb"[ \t]*['\"]([^'\"\r\n]{1,120})['\"][ \t]*:[ \t]*" + _ML_VALUE + rb"[ \t]*(,|\})?[ \t]*(?:\r?\n|\Z)")
 _ML_CLOSE = re.compile(rb"[ \t]*\}")
 _ML_OTHER = re.compile(rb"[ \t]*['\"][^'\"\r\n]{1,120}['\"][ \t]*:[^\r\n]{0,400}\r?\n")
+#: a value only a printed configuration holds (trainers never log booleans; json.dumps writes them lower-case)
+_ML_CONFIG_TELL = re.compile(rb":[ \t]*(?:True|False|None|true|false|null)[ \t]*[,}]?[ \t]*\r?\n?$")
 #: keys of a record that are not metrics
 _ML_SKIP = {"epoch", "step", "global_step", "current_steps", "total_steps"}
 
@@ -280,6 +282,9 @@ def parse_multiline_dicts(text: bytes, first_line: int, st: StepState, out: Coll
                 continue
             o = _ML_OTHER.match(text, pos)
             if o is None:
+                break
+            if _ML_CONFIG_TELL.search(o[0]):
+                rows = []  # a printed configuration (a boolean or None among its values), not a metrics record
                 break
             pos = o.end()
         if rows and not closed and not _ML_CLOSE.match(text, pos):
