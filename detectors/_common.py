@@ -308,8 +308,9 @@ def not_computed(run: Run, metric: str, pts: Series) -> bool:
                for m in run.metrics() if m not in WATCHED)
 
 
-#: "loss" as a part of a metric's name (``loss_cls``, ``train_mel_loss_before``, ``decode.loss_seg``, ``generator_loss``)
-_LOSS_PART = re.compile(r"(?:^|[_/.\s-])loss(?:$|[_/.\s-])")
+#: "loss" as a part of a metric's name (``loss_cls``, ``train_mel_loss_before``, ``decode.loss_seg``, ``generator_loss``);
+#: not a path segment of its own (``ray/tune/loss``: a tracker's copy of the loss on its own step axis)
+_LOSS_PART = re.compile(r"(?:^|[_.\s-])loss(?:$|[_/.\s-])")
 
 
 def loss_like(metric: str) -> bool:
