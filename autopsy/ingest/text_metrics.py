@@ -242,7 +242,7 @@ def forget_newlines() -> None:
     """Drop the cached index (and with it the last chunk) once a file is read."""
     global _NL_CACHE, _BR_CACHE
     _NL_CACHE = (None, None, None)
-    _BR_CACHE = (None, None)
+    _BR_CACHE = (None, None, None)
 
 
 class Lines:
@@ -309,8 +309,7 @@ def line_spans(text: bytes, positions: np.ndarray) -> tuple[np.ndarray, np.ndarr
     """(starts, ends) of the lines holding ``positions``, each line once, in order: ``line_start`` /
     ``line_end`` of many positions in numpy passes (``\\n`` and ``\\r`` both end a line). A position on
     a line break belongs to the line that break ends."""
-    arr = np.frombuffer(text, dtype=np.uint8)
-    breaks = np.flatnonzero((arr == 10) | (arr == 13))
+    breaks = _break_index(text, False)[1]
     k = np.unique(np.searchsorted(breaks, positions, side="left"))  # line breaks in front of each line
     starts = np.concatenate(([-1], breaks))[k] + 1
     ends = np.concatenate((breaks, [len(text)]))[k]
@@ -319,21 +318,29 @@ def line_spans(text: bytes, positions: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 #: texts shorter than this find their line ends by searching; longer ones (a chunk) through a cached index of breaks
 SMALL_TEXT = 64 * 1024
-#: (text, sorted offsets of its ``\n`` and ``\r`` bytes as a list) of the text indexed last
-_BR_CACHE: tuple = (None, None)
+#: (text, sorted offsets of its ``\n`` and ``\r`` bytes, the same as a list or None) of the text indexed last; replaced
+#: as a whole, like ``_NL_CACHE``
+_BR_CACHE: tuple = (None, None, None)
 
 
-def _breaks(text: bytes) -> list[int]:
-    """Offsets of every line break of ``text``, made once per chunk: searching for the nearer of ``\n`` and ``\r``
-    scans to the end of the chunk for the one a log never prints (no ``\r`` in a plain log), which made a parser that
-    visits every line quadratic (a 4 MB ``step N | loss X`` log: ~40 s)."""
+def _break_index(text: bytes, as_list: bool) -> tuple:
+    """Offsets of every line break of ``text``, made once per chunk and shared by :func:`line_spans`,
+    :func:`line_start` and :func:`line_end`: searching for the nearer of ``\n`` and ``\r`` scans to the end of the
+    chunk for the one a log never prints (no ``\r`` in a plain log), which made a parser that visits every line
+    quadratic (a 4 MB ``step N | loss X`` log: ~40 s)."""
     global _BR_CACHE
     got = _BR_CACHE
     if got[0] is not text:
         arr = np.frombuffer(text, dtype=np.uint8)
-        got = (text, np.flatnonzero((arr == 10) | (arr == 13)).tolist())
-        _BR_CACHE = got
-    return got[1]
+        got = (text, np.flatnonzero((arr == 10) | (arr == 13)), None)
+    if as_list and got[2] is None:
+        got = (text, got[1], got[1].tolist())  # bisect on a list: a numpy scalar call costs more per query
+    _BR_CACHE = got
+    return got
+
+
+def _breaks(text: bytes) -> list[int]:
+    return _break_index(text, True)[2]
 
 
 def line_start(text: bytes, pos: int) -> int:
