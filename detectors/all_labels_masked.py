@@ -126,12 +126,12 @@ def _no_box_targets(run: Run) -> Finding | None:
     if not boxes or any(len(p) < MIN_ZERO_POINTS or bool((p.values != 0.0).any()) or not _starts_at_start(p)
                         for p in boxes.values()):
         return None
-    cls = [(m, p) for m in run.metrics() if _CLS_TERM.search(m) and not _BOX_TERM.search(m)
-           for p in [points(run, m)] if len(p) and bool((p.finite & (p.values > 0)).any())]
-    if not cls:
+    training = ((m, points(run, m)) for m in run.metrics() if _CLS_TERM.search(m) and not _BOX_TERM.search(m))
+    cls = next(((m, p) for m, p in training if bool((p.finite & (p.values > 0)).any())), None)
+    if cls is None:
         return None
     name, rows = next(iter(boxes.items()))
-    cname, crows = cls[0]
+    cname, crows = cls
     evidence = [scalar_evidence(m, p.row(-1), f"{m} exactly 0.0 at all {len(p)} logs (steps {p.steps[0]}..{p.steps[-1]})")
                 for m, p in list(boxes.items())[:3]]
     evidence.append(scalar_evidence(cname, crows.row(0), f"{cname} = {fmt(float(crows.values[0]))} at step "
