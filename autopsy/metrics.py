@@ -90,6 +90,11 @@ def canonical(key: str) -> str:
     return k
 
 
+#: names of a loss that is the sum of a run's terms (detection, TTS, multi-task trainers): the run's loss when it
+#: logs no ``loss`` itself (``autopsy.ingest.base.RunBuilder``)
+TOTAL_LOSS_NAMES = frozenset({"total_loss", "total loss", "totalloss", "loss_total", "total_losses", "losses",
+                              "train_total_loss", "overall_loss"})
+
 #: metrics that detectors treat as "the" training loss signal
 LOSS_METRICS = ("loss",)
 NONFINITE_WATCH = ("loss", "grad_norm", "eval_loss")

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from autopsy.metrics import canonical
+from autopsy.metrics import TOTAL_LOSS_NAMES, canonical
 from autopsy.model import Artifact, ArtifactStatus, Event, Run, empty_scalars, relpath
 
 #: Source kinds in order of trust when several hold the same series (lower = preferred).
@@ -275,6 +275,20 @@ class RunBuilder:
                 step=_small_int(steps[m]), value=values[m], line=_small_int(lines[m]), key=pd.Categorical(keys[m])))
         s.step, s.metric, s.value, s.line, s.key = [], [], [], [], []
 
+    def _promote_total_loss(self) -> None:
+        """A run that logs no ``loss`` but one total (``total_loss``, ``losses``: the sum its optimizer steps on)
+        has that total as its loss: detectors read ``loss``. Two different totals stay as they are (no guess)."""
+        names = {m for s in self._sources.values() for m in s.blocks}
+        if "loss" in names:
+            return
+        totals = [m for m in names if m.lower() in TOTAL_LOSS_NAMES]
+        if len(totals) != 1:
+            return
+        for s in self._sources.values():
+            for table in (s.blocks, s.counts, s.seen):
+                if totals[0] in table:
+                    table["loss"] = table.pop(totals[0])
+
     def _merge(self) -> tuple[pd.DataFrame, dict[str, str]]:
         """One long frame; where several sources hold a metric, the most trusted one wins.
 
@@ -301,6 +315,7 @@ class RunBuilder:
                                  "kept min and max per step bucket and the first and last non-finite point of each "
                                  "bucket, so spikes, the non-finite onset and the last step survive (counts of "
                                  "non-finite points are lower bounds)", "partial")
+        self._promote_total_loss()
         metrics = sorted({m for s in self._sources.values() for m in s.blocks})
         if not metrics:
             return empty_scalars(), {}

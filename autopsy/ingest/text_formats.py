@@ -612,6 +612,71 @@ def parse_json_lines(text: bytes, first_line: int, st: StepState, out: Collector
             out.add(step, k, v, line)
         _mark(st, steps, used, m.start(), step,
               "llamafactory" if "current_steps" in rec else ("ms_swift" if gm is not None else None))
+    if b"json_stats: {" in text:
+        _json_stats(text, lines, st, out, steps, used)
+
+
+#: Detectron's ``log_json_stats`` (``print('json_stats: {:s}'.format(json.dumps(stats)))``, floats as ``'{:.6f}'``
+#: strings, ``iter`` an int) and PySlowFast / pycls ``logging.log_json_stats`` (``"_type": "train_iter"``, ``"epoch":
+#: "1/196"``, ``"iter": "10/500"``, numbers); a record may follow a logger prefix
+_JSON_STATS = re.compile(rb'json_stats: (\{[^\n\r]{0,20000}\})')
+_JSON_STATS_SKIP = {"iter", "cur_iter", "global_iter", "epoch", "eta", "time", "dt", "dt_data", "dt_net", "mb_qsize", "mem", "gpu_mem",
+                    "RAM", "_type"}
+
+
+def _frac(v: object) -> tuple[int, int] | None:
+    """``"10/500"`` -> (10, 500)."""
+    if isinstance(v, str) and "/" in v:
+        a, _, b = v.partition("/")
+        if a.strip().isdigit() and b.strip().isdigit():
+            return int(a), int(b)
+    return None
+
+
+def _json_stats(text: bytes, lines: Lines, st: StepState, out: Collector, steps: StepMarks, used: Used) -> None:
+    for m in _JSON_STATS.finditer(text):
+        try:
+            rec = json.loads(m[1])
+        except ValueError:
+            continue
+        if not isinstance(rec, dict):
+            continue
+        it, ep = rec.get("iter", rec.get("cur_iter")), _frac(rec.get("epoch"))
+        if isinstance(it, int) and not isinstance(it, bool):
+            step = it
+        elif _frac(rec.get("global_iter")) is not None:
+            step = _frac(rec.get("global_iter"))[0]  # type: ignore[index]
+        elif _frac(it) is not None and ep is not None:
+            step = (ep[0] - 1) * _frac(it)[1] + _frac(it)[0]  # type: ignore[index]
+        elif ep is not None and st.last_step is not None:
+            step = st.last_step  # an epoch summary: at the last iteration seen
+        else:
+            continue
+        kind = str(rec.get("_type", ""))
+        evaluation = kind.startswith(("val", "test"))
+        pairs = []
+        for k, v in rec.items():
+            if k in _JSON_STATS_SKIP or isinstance(v, bool) or k.startswith("dt") or k.endswith(("_time", "time_diff")):
+                continue
+            num = v if isinstance(v, (int, float)) else _num(v) if isinstance(v, str) else None
+            if num is not None:
+                pairs.append((k, float(num)))
+        if not pairs:
+            continue
+        line = lines.at(m.start())
+        for k, v in pairs:
+            key = f"{kind}/{k}" if kind and kind != "train_iter" else k
+            out.add(step, key, v, line)
+            if evaluation and "loss" in k:
+                out.metric_override[key] = "eval_loss" if k == "loss" else "eval_" + k
+            elif kind.endswith("_epoch"):
+                out.metric_override[key] = "train_" + k
+            elif k == "lr":
+                out.metric_override[key] = "learning_rate"
+        if not evaluation and not kind.endswith("_epoch"):
+            _mark(st, steps, used, m.start(), step, "detectron" if isinstance(it, int) else "pyslowfast")
+        else:
+            used.add(m.start())
 
 
 class _LineMatch:
@@ -927,6 +992,191 @@ def parse_columns(text: bytes, first_line: int, st: StepState, out: Collector,
     flush()
 
 
+# -- epoch-local batch counters ----------------------------------------------------------------------
+
+def epoch_step(st: StepState, fmt: str, epoch: int, local: int) -> int:
+    """A global step for a format that numbers batches within each epoch (ESPnet2 ``2epoch:train:1-375batch``,
+    MXNet ``Epoch[3] Batch [200]``): the counter plus the batches of the epochs printed before it (each
+    epoch's last counter seen). An epoch number that goes back is a rerun: counting starts again."""
+    cur = st.epoch_base.get(fmt)
+    if cur is None or epoch < cur[0]:
+        cur = [epoch, 0, 0]
+    elif epoch > cur[0]:
+        cur = [epoch, cur[1] + cur[2], 0]
+    cur[2] = max(cur[2], local)
+    st.epoch_base[fmt] = cur
+    return cur[1] + local
+
+
+def _in_order(a: re.Pattern[bytes], b: re.Pattern[bytes], text: bytes) -> list[re.Match[bytes]]:
+    """The matches of two patterns in file order (per-batch rows and the epoch summaries between them)."""
+    return sorted([*a.finditer(text), *b.finditer(text)], key=lambda m: m.start())
+
+
+# -- OpenNMT-py ----------------------------------------------------------------------------------------
+
+#: ``onmt/utils/statistics.py`` ``Statistics.output``: ``Step %s; acc: %6.2f; ppl: %5.2f; xent: %4.2f; lr: %7.5f;
+#: %3.0f/%3.0f tok/s; %6.0f sec`` with ``step_fmt = "%2d" % step`` and ``"%s/%5d"`` when train_steps is set;
+#: before 0.4 (``onmt/Trainer.py``): ``Epoch %2d, %5d/%5d; acc: ...; ppl: ...; xent: ...; %3.0f src tok/s; ...``
+_ONMT = re.compile(rb"(?:\bStep +(\d+)(?:/ *\d+)?|\bEpoch +(\d+), *(\d+)/ *(\d+)); (acc: [^\r\n]{0,400})")
+_ONMT_PAIR = re.compile(rb"\b(acc|ppl|xent|aux|lr): *(" + NUM + rb")(?=;|\s|$)")
+#: ``Validation perplexity: %g`` / ``Validation accuracy: %g`` (and ``Train ...``) after each validation
+_ONMT_VALID = re.compile(rb"\b(Validation|Train) (perplexity|accuracy|xent): (" + NUM + rb")")
+ONMT_KEYS = {"xent": "loss", "ppl": "ppl", "acc": "accuracy", "lr": "learning_rate"}
+_ONMT_VALID_KEYS = {b"perplexity": "ppl", b"accuracy": "accuracy", b"xent": "loss"}
+
+
+def parse_opennmt(text: bytes, first_line: int, st: StepState, out: Collector,
+                  steps: StepMarks, used: Used) -> None:
+    """``xent`` is the per-token cross-entropy (the loss); ``ppl`` its exponential, capped at exp(100)."""
+    if not has(text, b"acc: ") and not has(text, b"Validation "):
+        return
+    lines = Lines(text, first_line)
+    for m in _ONMT.finditer(text):
+        pairs = _ONMT_PAIR.findall(m[5])
+        if not any(k in (b"ppl", b"xent") for k, _ in pairs):
+            continue
+        step = int(m[1]) if m[1] is not None else (int(m[2]) - 1) * int(m[4]) + int(m[3])
+        _add_pairs(out, step, lines.at(m.start()), pairs, ONMT_KEYS)
+        _mark(st, steps, used, m.start(), step, "opennmt")
+    if st.last_step is None or "opennmt" not in st.frameworks:
+        return
+    for m in _ONMT_VALID.finditer(text):
+        kind, name = m[1].decode(), _ONMT_VALID_KEYS[m[2]]
+        key = f"{kind.lower()}_{m[2].decode()}"
+        out.add(st.last_step, key, float(m[3]), lines.at(m.start()))
+        out.metric_override[key] = ("eval_" if kind == "Validation" else "train_") + name
+        used.add(m.start())
+
+
+# -- darknet (pjreddie, AlexeyAB) -------------------------------------------------------------------------
+
+#: ``detector.c`` ``train_detector``: ``%ld: %f, %f avg, %f rate, %lf seconds, %d images`` (pjreddie) and
+#: ``\n %d: %f, %f avg loss, %f rate, %lf seconds, %d images, %f hours left`` (AlexeyAB); printf prints NaN as
+#: ``nan`` or ``-nan``
+_DARKNET = re.compile(rb"(?m)^[ \t]*(\d+): (" + NUM + rb"), (" + NUM + rb") avg(?: loss)?, (" + NUM
+                      + rb") rate, " + NUM + rb" seconds, \d+ images")
+
+
+def parse_darknet(text: bytes, first_line: int, st: StepState, out: Collector,
+                  steps: StepMarks, used: Used) -> None:
+    """The batch's loss, its running average (``avg_loss = 0.9 avg_loss + 0.1 loss``) and the LR, per iteration."""
+    if not has(text, b" rate, "):
+        return
+    lines = Lines(text, first_line)
+    for m in _DARKNET.finditer(text):
+        step = int(m[1])
+        _add_pairs(out, step, lines.at(m.start()), [("loss", m[2]), ("avg_loss", m[3]), ("rate", m[4])],
+                   {"rate": "learning_rate"})
+        _mark(st, steps, used, m.start(), step, "darknet")
+
+
+# -- MXNet Speedometer / fit ------------------------------------------------------------------------------
+
+#: ``mxnet/callback.py`` ``Speedometer``: ``Epoch[%d] Batch [%d-%d]\tSpeed: %.2f samples/sec`` then ``\t%s=%f``
+#: per metric (before 1.3: ``Batch [%d]`` and ``Train-<metric>``; gluon scripts join with ``, ``)
+_MX_BATCH = re.compile(rb"\bEpoch\[(\d+)\] Batch \[(?:\d+-)?(\d+)\][ \t,]+Speed: " + NUM + rb" samples/sec"
+                       rb"([^\r\n]{0,2000})")
+_MX_PAIR = re.compile(rb"([A-Za-z][\w\-@.]{0,60})=(" + NUM + rb")(?![\w.])")
+#: ``base_module.fit``: ``Epoch[%d] Train-%s=%f``, ``Epoch[%d] Validation-%s=%f`` once per epoch
+_MX_EPOCH = re.compile(rb"\bEpoch\[(\d+)\] (Train|Validation)-([A-Za-z][\w\-@.]{0,60})=(" + NUM + rb")")
+#: MXNet's metric names for a loss (``mx.metric.CrossEntropy`` is ``cross-entropy``, gluon's ``ce``; ``Loss``, ``nll-loss``)
+_MX_LOSS = {"cross-entropy", "crossentropy", "ce", "nll-loss", "nll_loss", "loss"}
+
+
+def _mx_name(raw: bytes) -> str:
+    name = raw.decode()
+    return name[6:] if name.startswith("Train-") else name
+
+
+def parse_mxnet(text: bytes, first_line: int, st: StepState, out: Collector,
+                steps: StepMarks, used: Used) -> None:
+    """Per-batch metrics at ``epoch_step`` (the Batch counter restarts every epoch); a loss-named metric is the loss."""
+    if not has(text, b"samples/sec") and not has(text, b"Validation-"):
+        return
+    lines = Lines(text, first_line)
+    for m in _in_order(_MX_BATCH, _MX_EPOCH, text):
+        if m.re is _MX_BATCH:
+            pairs = [(_mx_name(k), v) for k, v in _MX_PAIR.findall(m[3])]
+            if pairs:
+                step = epoch_step(st, "mxnet", int(m[1]), int(m[2]))
+                _add_pairs(out, step, lines.at(m.start()), pairs,
+                           canon_of=lambda k: "loss" if k.lower() in _MX_LOSS else None)
+                _mark(st, steps, used, m.start(), step, "mxnet")
+            continue
+        cur = st.epoch_base.get("mxnet")
+        step = cur[1] + cur[2] if cur is not None and cur[0] == int(m[1]) else st.last_step
+        if step is None:
+            step = int(m[1])
+        name = m[3].decode()
+        key = f"{m[2].decode().lower()}-{name}"
+        out.add(step, key, float(m[4]), lines.at(m.start()))
+        canon = "loss" if name.lower() in _MX_LOSS else name
+        out.metric_override[key] = ("eval_" if m[2] == b"Validation" else "train_") + canon
+        used.add(m.start())
+        st.frameworks.add("mxnet")
+
+
+# -- ESPnet2 ---------------------------------------------------------------------------------------------
+
+#: ``espnet2/train/reporter.py`` ``SubReporter.log_message``: ``{epoch}epoch:{key}:{a}-{b}batch: k=v, k=v`` with
+#: ``a``-``b`` the batches since the last message, counted within the epoch; ``Reporter.log_message``:
+#: ``{epoch}epoch results: [train] k=v, ..., [valid] k=v, ...``
+_ESPNET = re.compile(rb"\b(\d+)epoch:(\w+):\d+-(\d+)batch: ([^\r\n]{0,4000})")
+_ESPNET_RESULTS = re.compile(rb"\b(\d+)epoch results: ([^\r\n]{0,8000})")
+_ESPNET_SECTION = re.compile(rb"\[(\w+)\] ([^\[\r\n]*)")
+_ESPNET_PAIR = re.compile(rb"([A-Za-z][\w]{0,60})=(" + NUM + rb")(?=,|\s|$)")
+_ESPNET_SKIP = {"total_count", "time"}
+_ESPNET_LR = re.compile(r"(?:optim\d+_)?lr_?\d+")
+
+
+def _espnet_canon(key: str) -> str | None:
+    if key in ("loss", "grad_norm", "loss_scale"):
+        return key
+    return "learning_rate" if _ESPNET_LR.fullmatch(key) else None
+
+
+def parse_espnet(text: bytes, first_line: int, st: StepState, out: Collector,
+                 steps: StepMarks, used: Used) -> None:
+    """Training rows at ``epoch_step`` (batches restart every epoch); the epoch results at the epoch's last step,
+    ``[valid]`` as evaluation, ``[train]`` as the epoch mean (``train_loss``). Timing keys (``*_time``) are skipped."""
+    if not has(text, b"epoch:") and not has(text, b"epoch results: "):
+        return
+    lines = Lines(text, first_line)
+    for m in _in_order(_ESPNET, _ESPNET_RESULTS, text):
+        if m.re is _ESPNET:
+            pairs = [(k.decode(), v) for k, v in _ESPNET_PAIR.findall(m[4]) if not k.endswith(b"_time")]
+            if pairs:
+                section = m[2].decode()
+                step = epoch_step(st, "espnet:" + section, int(m[1]), int(m[3]))
+                if section == "train":
+                    _add_pairs(out, step, lines.at(m.start()), pairs, canon_of=_espnet_canon)
+                else:
+                    _add_pairs(out, step, lines.at(m.start()), [(f"{section}_{k}", v) for k, v in pairs])
+                _mark(st, steps, used, m.start(), step, "espnet")
+            continue
+        cur = st.epoch_base.get("espnet:train")
+        step = cur[1] + cur[2] if cur is not None and cur[0] == int(m[1]) else st.last_step
+        if step is None:
+            step = int(m[1])
+        line = lines.at(m.start())
+        for sec in _ESPNET_SECTION.finditer(m[2]):
+            section = sec[1].decode()
+            for k, v in _ESPNET_PAIR.findall(sec[2]):
+                name = k.decode()
+                if name in _ESPNET_SKIP or name.endswith("_time"):
+                    continue
+                key = f"{section}_{name}"
+                out.add(step, key, float(v), line)
+                canon = _espnet_canon(name) or name
+                if section == "valid":
+                    out.metric_override[key] = "eval_" + canon
+                elif section == "train":
+                    out.metric_override[key] = "train_" + canon
+        used.add(m.start())
+        st.frameworks.add("espnet")
+
+
 #: (parser, letters a chunk needs first) in the order they run, before the generic parser
 FORMAT_PARSERS = (
     (parse_json_lines, (b"",)),
@@ -937,6 +1187,10 @@ FORMAT_PARSERS = (
     (parse_verl, (b"step",)),
     (parse_megatron, (b"iteration",)),
     (parse_caffe, (b"Iteration",)),
+    (parse_opennmt, (b"acc", b"Validation")),
+    (parse_darknet, (b"rate",)),
+    (parse_mxnet, (b"samplessec", b"Validation")),
+    (parse_espnet, (b"epoch",)),
     (parse_torchtune, (b"Loss",)),
     (parse_keras, (b"step", b"ETA", b"sample", b"loss")),
     (parse_tqdm_postfix, (b"",)),

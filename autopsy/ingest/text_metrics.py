@@ -213,6 +213,8 @@ class StepState:
     mm_epochs_zero: bool = False
     mm_epoch_eq_total: bool = False
     mm_comma_era: bool = False
+    #: per format printing an epoch-local batch counter: [epoch, steps of the epochs before it, last counter seen]
+    epoch_base: dict[str, list[int]] = field(default_factory=dict)
 
 
 #: (text, offsets of its line breaks, the same as a list or None) of the text indexed last; replaced as a whole
