@@ -210,3 +210,90 @@ def test_pyslowfast_json_stats_train_iter_counts_iterations_across_epochs(tmp_pa
     assert df[df["metric"] == "loss"][["step", "value"]].values.tolist() == [[7 * 344 + 10, 1.63013]]
     assert _series(a, "verb_loss") == [1.72457] and _series(a, "learning_rate") == [0.01]
     assert not df["metric"].str.startswith("dt").any() and "gpu_mem" not in set(df["metric"])
+
+
+# https://github.com/wenet-e2e/wenet/issues/941 (4 GPUs: each rank prints its row; "Batch {epoch}/{batch_idx}")
+WENET = """\
+2023-01-30 18:47:07,107 DEBUG TRAIN Batch 4/203700 loss 12.646465 loss_att 10.921429 loss_ctc 16.671551 lr 0.00032621 rank 0
+2023-01-30 18:47:16,614 DEBUG TRAIN Batch 4/203700 loss 16.885244 loss_att 13.554604 loss_ctc 24.656742 lr 0.00032621 rank 1
+2023-01-30 18:47:22,712 DEBUG TRAIN Batch 4/203700 loss 19.729301 loss_att 16.203592 loss_ctc 27.955961 lr 0.00032621 rank 2
+2023-01-30 18:49:20,301 DEBUG TRAIN Batch 4/203800 loss 23.600426 loss_att 18.615641 loss_ctc 35.231586 lr 0.00032619 rank 2
+2023-01-30 18:49:20,315 DEBUG TRAIN Batch 4/203800 loss 18.340179 loss_att 15.005867 loss_ctc 26.120243 lr 0.00032619 rank 1
+2023-01-30 18:49:20,438 DEBUG TRAIN Batch 4/203800 loss 25.618004 loss_att 20.509174 loss_ctc 37.538609 lr 0.00032619 rank 0
+2023-01-30 18:49:55,773 DEBUG CV Batch 4/0 loss 28.517015 loss_att 24.142754 loss_ctc 38.723625 history loss 27.957858 rank 2
+2023-01-30 18:49:56,046 DEBUG CV Batch 4/0 loss 28.402842 loss_att 24.164579 loss_ctc 38.292122 history loss 27.845923 rank 0
+"""
+
+
+def test_wenet_rows_keep_rank_zero_and_cv_as_evaluation(tmp_path: Path):
+    a = _run(tmp_path, WENET)
+    df = a.run.scalars
+    loss = df[df["metric"] == "loss"].sort_values("step")
+    assert loss[["step", "value"]].values.tolist() == [[203700, 12.646465], [203800, 25.618004]]
+    assert _series(a, "loss_ctc") == [16.671551, 37.538609]
+    assert _series(a, "learning_rate") == [0.00032621, 0.00032619]
+    assert df[df["metric"] == "eval_loss"][["step", "value"]].values.tolist() == [[203800, 28.402842]]
+
+
+# https://github.com/coqui-ai/TTS/issues/3637 (coqui trainer's ConsoleLogger: "--> TIME: ... -- STEP: .. -- GLOBAL_STEP")
+COQUI = """\
+   --> TIME: 2024-03-18 13:31:18 -- STEP: 0/496 -- GLOBAL_STEP: 0
+     | > current_lr: 2.5e-07 
+     | > step_time: 0.9393  (0.9392588138580322)
+     | > loader_time: 0.4176  (0.4175543785095215)
+
+ [!] `train_step()` retuned `None` outputs. Skipping training step.
+
+ --> TIME: 2024-03-18 13:31:34 -- STEP: 25/496 -- GLOBAL_STEP: 25
+     | > loss: 3.6332433223724365  (3.534811576207479)
+     | > log_mle: 0.632981538772583  (0.6383022785186767)
+     | > loss_dur: 3.0002617835998535  (2.896509297688802)
+     | > amp_scaler: 16384.0  (16384.0)
+     | > grad_norm: tensor(10.7261, device='cuda:0')
+"""
+# https://github.com/coqui-ai/TTS/issues/4327 (the evaluation block: averages with their change)
+COQUI_EVAL = """\
+ > EVALUATION 
+
+  --> EVAL PERFORMANCE
+     | > avg_loader_time: 0.209410655789259 (+0)
+     | > avg_loss_disc: 2.7281397639251335 (+0)
+     | > avg_loss_0: 2.7281397639251335 (+0)
+     | > avg_loss_mel: 27.186232636614545 (+0)
+"""
+
+
+def test_coqui_step_blocks_at_their_global_step(tmp_path: Path):
+    a = _run(tmp_path, COQUI + COQUI_EVAL)
+    df = a.run.scalars
+    assert df[df["metric"] == "loss"][["step", "value"]].values.tolist() == [[25, 3.6332433223724365]]
+    assert _series(a, "grad_norm") == [10.7261]  # printed as a tensor
+    assert _series(a, "loss_scale") == [16384.0]
+    assert _series(a, "learning_rate")[0] == 2.5e-07
+    assert not df["metric"].str.endswith("_time").any()
+    assert df[df["metric"] == "eval_loss_mel"][["step", "value"]].values.tolist() == [[25, 27.186232636614545]]
+
+
+# https://github.com/k2-fsa/ZipVoice/issues/146 (icefall-style train loop, with global_batch_idx, cur_lr and grad_scale)
+ICEFALL = """\
+2025-10-27 17:32:19 2025-10-27 17:32:19,686 WARNING [optim.py:600] Clipping_scale=2.0, grad-norm quartiles 2.645e-03 3.446e-03 3.830e-03 4.745e-03 9.672e-03, threshold=1.532e-02, percent-clipped=0.0
+2025-10-27 17:32:39 2025-10-27 17:32:39,748 INFO [train_zipvoice.py:731] Epoch 1, batch 49, global_batch_idx: 50, batch size: 25, loss[loss=0.06789, over 17994.00 frames. ], tot_loss[loss=0.06891, over 778288.75 frames. ], cur_lr: 1.00e-04, grad_scale: 65536.0
+2025-10-27 17:34:29 2025-10-27 17:34:29,249 INFO [train_zipvoice.py:731] Epoch 1, batch 99, global_batch_idx: 100, batch size: 25, loss[loss=0.07778, over 17972.00 frames. ], tot_loss[loss=0.06926, over 1385734.50 frames. ], cur_lr: 1.00e-04, grad_scale: 65536.0
+"""
+
+
+def test_icefall_rows_read_the_batch_loss_not_the_running_total(tmp_path: Path):
+    a = _run(tmp_path, ICEFALL)
+    df = a.run.scalars
+    assert df[df["metric"] == "loss"][["step", "value"]].values.tolist() == [[50, 0.06789], [100, 0.07778]]
+    assert _series(a, "loss_scale") == [65536.0, 65536.0] and _series(a, "learning_rate") == [1e-04, 1e-04]
+
+
+def test_icefall_recipe_rows_count_batches_across_epochs(tmp_path: Path):
+    # icefall's own recipes print "Epoch {e}, batch {batch_idx}, loss[...], tot_loss[...], batch size: N, lr: X"
+    # (the format string checked in egs/*/train.py); the rows are the ZipVoice ones above in that form
+    rows = ICEFALL.replace("batch 49, global_batch_idx: 50, batch size: 25, ", "batch 49, ")
+    rows = rows.replace("Epoch 1, batch 99, global_batch_idx: 100, batch size: 25, ", "Epoch 2, batch 20, ")
+    a = _run(tmp_path, rows.replace("cur_lr", "batch size: 25, lr"))
+    df = a.run.scalars
+    assert sorted(df[df["metric"] == "loss"]["step"].tolist()) == [49, 69]

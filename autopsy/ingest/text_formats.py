@@ -1177,6 +1177,117 @@ def parse_espnet(text: bytes, first_line: int, st: StepState, out: Collector,
         st.frameworks.add("espnet")
 
 
+# -- WeNet --------------------------------------------------------------------------------------------
+
+#: ``wenet/utils/train_utils.py`` ``log_per_step``: ``'{} Batch {}/{} loss {:.6f} '.format(tag, epoch, batch_idx, ...)``
+#: then ``'{name} {value:.6f} '`` per loss term and ``lr {:.8f} grad_norm {:.6f} rank {}`` (TRAIN) or ``history loss
+#: {:.6f} rank {}`` (CV); the first executor.py printed ``Batch {batch_idx}/{num_total_batch}`` instead
+_WENET = re.compile(rb"\b(TRAIN|CV) Batch (\d+)/(\d+) loss (" + NUM + rb") ([^\r\n]{0,2000})")
+_WENET_RANK = re.compile(rb"\brank 0\b")
+_WENET_PAIR = re.compile(rb"([A-Za-z_]\w{0,40}) (" + NUM + rb")(?=\s|$)")
+
+
+def parse_wenet(text: bytes, first_line: int, st: StepState, out: Collector,
+                steps: StepMarks, used: Used) -> None:
+    """TRAIN rows at ``epoch_step`` (WeNet counts batches within an epoch); CV rows as evaluation at the step in force.
+    Rows whose second number never changes while the first does are the old ``batch/total`` form."""
+    if not has(text, b" Batch "):
+        return
+    rows = list(_WENET.finditer(text))
+    if not rows:
+        return
+    train = [m for m in rows if m[1] == b"TRAIN"]
+    old_form = len({m[3] for m in train}) == 1 and len({m[2] for m in train}) > 1
+    ranked = any(_WENET_RANK.search(m[5]) for m in rows)  # every rank prints its own row: rank 0's are kept
+    lines = Lines(text, first_line)
+    for m in rows:
+        rest = m[5].replace(b"history loss", b"history_loss")
+        if ranked and not _WENET_RANK.search(rest):
+            used.add(m.start())  # another rank's copy: no other parser reads it either
+            continue
+        pairs = [(k.decode(), v) for k, v in _WENET_PAIR.findall(rest) if k not in (b"rank", b"history_loss")]
+        if m[1] == b"TRAIN":
+            step = int(m[2]) if old_form else epoch_step(st, "wenet", int(m[2]), int(m[3]))
+            _add_pairs(out, step, lines.at(m.start()), [("loss", m[4]), *pairs])
+            _mark(st, steps, used, m.start(), step, "wenet")
+        elif st.last_step is not None:
+            _add_pairs(out, st.last_step, lines.at(m.start()), [("cv_loss", m[4])], {"cv_loss": "eval_loss"})
+            used.add(m.start())
+
+
+# -- Coqui TTS / Mozilla TTS console logger ---------------------------------------------------------------
+
+#: ``TTS/utils/console_logger.py`` (and coqui ``trainer``'s ``ConsoleLogger``) ``print_train_step``:
+#: ``   --> STEP: {step}/{batch_steps} -- GLOBAL_STEP: {global_step}`` then one ``     | > {key}: {value:.5f}  ({avg:.5f})``
+#: line per loss and ``     | > current_lr: ...`` / ``step_time`` lines; ``print_eval_step``/``print_epoch_end``:
+#: ``   --> EVAL PERFORMANCE`` then ``     | > avg_{key}: {value:.5f} ...``. Bold/colour escapes may wrap the header.
+_TTS_STEP = re.compile(rb"--> (?:TIME: [^\n]{0,40}?-- )?STEP: \d+/\d+ -- GLOBAL_STEP: (\d+)[^\n]*\n((?:[ \t]*\| > [^\n]*(?:\n|\Z))+)")
+_TTS_EVAL = re.compile(rb"--> EVAL PERFORMANCE[^\n]*\n((?:[ \t]*\| > [^\n]*(?:\n|\Z))+)")
+_TTS_PAIR = re.compile(rb"\| > ([A-Za-z_][\w]{0,60}): (?:tensor\()?(" + NUM + rb")")
+#: ``amp_scaler`` is the GradScaler's scale (fp16 training); GAN recipes print ``loss_0``/``loss_1`` per optimizer
+TTS_KEYS = {"loss": "loss", "grad_norm": "grad_norm", "current_lr": "learning_rate", "lr": "learning_rate",
+            "amp_scaler": "loss_scale"}
+
+
+def parse_coqui_tts(text: bytes, first_line: int, st: StepState, out: Collector,
+                    steps: StepMarks, used: Used) -> None:
+    """Each step block at its GLOBAL_STEP (the value before the bracketed running mean); an evaluation block at the
+    step in force, its ``avg_`` keys as ``eval_``. Timing lines (``*_time``) are skipped."""
+    if not has(text, b"GLOBAL_STEP: ") and not has(text, b"EVAL PERFORMANCE"):
+        return
+    lines = Lines(text, first_line)
+    for m in _in_order(_TTS_STEP, _TTS_EVAL, text):
+        block = m[2] if m.re is _TTS_STEP else m[1]
+        pairs = [(k.decode(), v) for k, v in _TTS_PAIR.findall(block) if not k.endswith(b"_time")]
+        if m.re is _TTS_STEP:
+            step = int(m[1])
+            _add_pairs(out, step, lines.at(m.start()), pairs, TTS_KEYS)
+            _mark(st, steps, used, m.start(), step, "coqui_tts")
+        elif st.last_step is not None and pairs:
+            for k, v in pairs:
+                name = k[4:] if k.startswith("avg_") else k
+                key = "eval_" + name
+                out.add(st.last_step, key, float(v), lines.at(m.start()))
+                out.metric_override[key] = "eval_" + TTS_KEYS.get(name, name)
+            used.add(m.start())
+
+
+# -- icefall (k2) -------------------------------------------------------------------------------------------
+
+#: icefall recipes' ``train.py``: ``f"Epoch {cur_epoch}, batch {batch_idx}, loss[{loss_info}], tot_loss[{tot_loss}],
+#: batch size: {batch_size}, lr: {cur_lr:.2e}, " + f"grad_scale: {scale}"`` (fp16), with ``MetricsTracker`` printing
+#: ``loss=0.5123, simple_loss=..., over 1000.00 frames. ``; validation: ``Epoch {e}, validation: loss=..., over ...``.
+#: batch_idx counts within the epoch (ZipVoice adds ``global_batch_idx: N``)
+_ICEFALL = re.compile(rb"\bEpoch (\d+), batch (\d+), (?:global_batch_idx: (\d+), )?(?:batch size: [\d.]+, )?"
+                      rb"loss\[([^\]\n]{0,2000})\], tot_loss\[[^\]\n]{0,2000}\]([^\r\n]{0,400})")
+_ICEFALL_VALID = re.compile(rb"\bEpoch (\d+), validation: ([^\r\n]{0,2000})")
+_ICEFALL_PAIR = re.compile(rb"([A-Za-z_]\w{0,60})=(" + NUM + rb")")
+_ICEFALL_TAIL = re.compile(rb"\b(lr|cur_lr|grad_scale): (" + NUM + rb")")
+ICEFALL_KEYS = {"lr": "learning_rate", "cur_lr": "learning_rate", "grad_scale": "loss_scale"}
+
+
+def parse_icefall(text: bytes, first_line: int, st: StepState, out: Collector,
+                  steps: StepMarks, used: Used) -> None:
+    """The batch's own losses (``loss[...]``; ``tot_loss`` is a decaying running sum, skipped), LR and fp16 grad scale
+    at ``global_batch_idx`` or ``epoch_step``; validation losses as ``eval_`` at the step in force."""
+    if not has(text, b"tot_loss[") and not has(text, b", validation: "):
+        return
+    lines = Lines(text, first_line)
+    for m in _in_order(_ICEFALL, _ICEFALL_VALID, text):
+        if m.re is _ICEFALL:
+            step = int(m[3]) if m[3] is not None else epoch_step(st, "icefall", int(m[1]), int(m[2]))
+            pairs = [(k.decode(), v) for k, v in _ICEFALL_PAIR.findall(m[4])]
+            pairs += [(k.decode(), v) for k, v in _ICEFALL_TAIL.findall(m[5])]
+            _add_pairs(out, step, lines.at(m.start()), pairs, ICEFALL_KEYS)
+            _mark(st, steps, used, m.start(), step, "icefall")
+        elif st.last_step is not None:
+            for k, v in _ICEFALL_PAIR.findall(m[2]):
+                key = "valid_" + k.decode()
+                out.add(st.last_step, key, float(v), lines.at(m.start()))
+                out.metric_override[key] = "eval_" + k.decode()
+            used.add(m.start())
+
+
 #: (parser, letters a chunk needs first) in the order they run, before the generic parser
 FORMAT_PARSERS = (
     (parse_json_lines, (b"",)),
@@ -1191,6 +1302,9 @@ FORMAT_PARSERS = (
     (parse_darknet, (b"rate",)),
     (parse_mxnet, (b"samplessec", b"Validation")),
     (parse_espnet, (b"epoch",)),
+    (parse_wenet, (b"Batch",)),
+    (parse_coqui_tts, (b"GLOBALSTEP", b"EVALPERFORMANCE")),
+    (parse_icefall, (b"totloss", b"validation")),
     (parse_torchtune, (b"Loss",)),
     (parse_keras, (b"step", b"ETA", b"sample", b"loss")),
     (parse_tqdm_postfix, (b"",)),
