@@ -238,7 +238,7 @@ def test_wenet_rows_keep_rank_zero_and_cv_as_evaluation(tmp_path: Path):
 # https://github.com/coqui-ai/TTS/issues/3637 (coqui trainer's ConsoleLogger: "--> TIME: ... -- STEP: .. -- GLOBAL_STEP")
 COQUI = """\
    --> TIME: 2024-03-18 13:31:18 -- STEP: 0/496 -- GLOBAL_STEP: 0
-     | > current_lr: 2.5e-07 
+     | > current_lr: 2.5e-07\x20
      | > step_time: 0.9393  (0.9392588138580322)
      | > loader_time: 0.4176  (0.4175543785095215)
 
@@ -253,7 +253,7 @@ COQUI = """\
 """
 # https://github.com/coqui-ai/TTS/issues/4327 (the evaluation block: averages with their change)
 COQUI_EVAL = """\
- > EVALUATION 
+ > EVALUATION\x20
 
   --> EVAL PERFORMANCE
      | > avg_loader_time: 0.209410655789259 (+0)
