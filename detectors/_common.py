@@ -289,6 +289,24 @@ def is_policy_gradient_run(run: Run) -> bool:
     return any(_RL_METRIC.search(m) for m in run.metrics())
 
 
+#: what marks a token-level language-model run, where labels are token ids and a mean over zero supervised tokens is
+#: NaN: its metrics, the trainers that print them, or settings only such runs have
+_LM_METRICS = {"nll_loss", "token_accuracy", "num_tokens", "ppl", "eval_ppl", "perplexity", "eval_perplexity"}
+_LM_FRAMEWORKS = {"hf_trainer", "trl", "ms_swift", "llamafactory", "llama_recipes", "minimind", "torchtune", "axolotl",
+                  "megatron", "verl", "openrlhf", "unsloth", "fairseq", "opennmt", "nemo"}
+_LM_FACTS = ("max_seq_length", "max_length", "cutoff_len", "lora.r", "lora.target_modules", "template",
+             "dataset_text_field", "max_completion_length", "max_prompt_length", "packing", "completion_only_loss",
+             "assistant_only_loss", "vocab_size")
+
+
+def is_token_lm_run(run: Run) -> bool:
+    """A language-model run (SFT, pretraining, translation), by its metrics, trainer or settings. Other runs (vision,
+    speech, tabular) have no token labels to mask, so "labels all masked" cannot explain them."""
+    if any(m in _LM_METRICS for m in run.metrics()) or set(run.frameworks) & _LM_FRAMEWORKS:
+        return True
+    return any(run.config.facts(k) for k in _LM_FACTS)
+
+
 #: logs of an all-NaN loss term before it counts as a term the trainer does not compute
 NOT_COMPUTED_LOGS = 3
 

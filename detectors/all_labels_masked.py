@@ -31,7 +31,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from autopsy.model import Evidence, Finding, Run
-from detectors._common import Series, is_policy_gradient_run, points
+from detectors._common import Series, is_policy_gradient_run, is_token_lm_run, points
 from detectors._facts import (
     event_evidence,
     fact_evidence,
@@ -85,6 +85,10 @@ def _zero_from_start(run: Run) -> tuple[Series, int] | None:
 
 
 def _nan_nll_from_start(run: Run) -> tuple[str, Series] | None:
+    """A token-level NLL non-finite at every log from the start (a mean over zero supervised tokens). Only in a
+    language-model run: elsewhere a loss NaN from the first log has other causes (weights, inputs, the LR)."""
+    if not is_token_lm_run(run):
+        return None
     for metric in ("nll_loss", "loss"):
         rows = points(run, metric)
         if len(rows) >= MIN_ZERO_POINTS and not bool(rows.finite.any()) and _starts_at_start(rows):

@@ -7,7 +7,8 @@ What it detects:
     budget or lose their completion to truncation. (2) An evaluation loss that is NaN/Inf while
     every training loss is finite: the mean over an eval batch with zero supervised tokens is
     0/0. The whole-run version (loss 0 from the start, tokenization-mismatch warnings) is
-    LBL001's. Policy-gradient RL runs are skipped (their loss is 0 by construction at times).
+    LBL001's. Policy-gradient RL runs are skipped (their loss is 0 by construction at times), and so are runs
+    with no sign of token labels (vision, speech, tabular: ``detectors._common.is_token_lm_run``).
 
 Why it matters:
     Each such step is a wasted update at best; in an evaluation it poisons the metric used for
@@ -31,7 +32,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from autopsy.model import Evidence, Finding, Run
-from detectors._common import config_evidence, fmt, is_policy_gradient_run, points, truthy
+from detectors._common import config_evidence, fmt, is_policy_gradient_run, is_token_lm_run, points, truthy
 
 CODE = "DATA002"
 SLUG = "masked-batches"
@@ -44,8 +45,8 @@ LENGTH_KEYS = ("max_seq_length", "max_length", "cutoff_len")
 
 
 def detect(run: Run) -> Iterable[Finding]:
-    if is_policy_gradient_run(run):
-        return
+    if is_policy_gradient_run(run) or not is_token_lm_run(run):
+        return  # only token labels can be all -100: elsewhere a NaN eval loss or a zero step has other causes
     yield from _zero_steps(run)
     yield from _eval_nan(run)
 
