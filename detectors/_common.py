@@ -329,13 +329,15 @@ def not_computed(run: Run, metric: str, pts: Series) -> bool:
 #: "loss" as a part of a metric's name (``loss_cls``, ``train_mel_loss_before``, ``decode.loss_seg``, ``generator_loss``);
 #: not a path segment of its own (``ray/tune/loss``: a tracker's copy of the loss on its own step axis)
 _LOSS_PART = re.compile(r"(?:^|[_.\s-])loss(?:$|[_/.\s-])")
+#: a camel-case loss term (GluonCV ``ObjLoss``/``BoxCenterLoss``, Keras-style ``CrossEntropyLoss``, ``TotalLoss``)
+_CAMEL_LOSS = re.compile(r"[a-z0-9]Loss(?:$|[A-Z0-9_/.\s-])")
 
 
 def loss_like(metric: str) -> bool:
     m = metric.lower()
     if m in SUMMARY_METRICS or m.startswith("loss_scale") or m.endswith("loss_scale"):
         return False
-    return m in WATCHED or m.startswith("loss") or _LOSS_PART.search(m) is not None
+    return m in WATCHED or m.startswith("loss") or _LOSS_PART.search(m) is not None or _CAMEL_LOSS.search(metric) is not None
 
 
 def hidden_zero_mask(loss: Series, gn: Series) -> np.ndarray:

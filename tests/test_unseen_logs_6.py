@@ -52,3 +52,44 @@ AXOLOTL_EVAL_NAN = """\
 def test_eval_nan_in_a_language_model_run_still_names_masked_eval_labels(tmp_path: Path):
     a = _run(tmp_path, AXOLOTL_EVAL_NAN)
     assert _verdict(a) == ("failed", "all_labels_masked")
+
+
+# -- batch counters of hand-written loops ------------------------------------------------------------------------
+
+# https://github.com/dmlc/gluon-cv/issues/366 (GluonCV train_yolo3.py: "[Epoch e][Batch b], LR: ..., ObjLoss=..."; every
+# term NaN from the first print)
+GLUONCV = """\
+INFO:root:[Epoch 0][Batch 99], LR: 5.99E-05, Speed: 31.597 samples/sec, ObjLoss=nan, BoxCenterLoss=nan, BoxScaleLoss=nan, ClassLoss=nan
+INFO:root:[Epoch 0][Batch 199], LR: 1.20E-04, Speed: 32.253 samples/sec, ObjLoss=nan, BoxCenterLoss=nan, BoxScaleLoss=nan, ClassLoss=nan
+INFO:root:[Epoch 0][Batch 299], LR: 1.81E-04, Speed: 31.947 samples/sec, ObjLoss=nan, BoxCenterLoss=nan, BoxScaleLoss=nan, ClassLoss=nan
+"""
+# https://github.com/akanimax/BMSG-GAN/issues/40 (a GAN loop: "Elapsed [...] batch: N  d_loss: x  g_loss: y")
+GAN = """\
+Elapsed [0:05:20.807550] batch: 252  d_loss: 0.000000  g_loss: 9.195433
+Elapsed [0:05:32.021947] batch: 261  d_loss: 0.000000  g_loss: 9.544848
+Elapsed [0:05:43.313830] batch: 270  d_loss: 0.000000  g_loss: 8.533874
+"""
+
+
+def test_epoch_batch_rows_are_read_at_their_batch(tmp_path: Path):
+    a = _run(tmp_path, GLUONCV)
+    df = a.run.scalars
+    assert df[df["metric"] == "ObjLoss"]["step"].tolist() == [99, 199, 299]
+    assert _series(a, "learning_rate") == [5.99e-05, 1.20e-04, 1.81e-04]
+
+
+def test_camel_case_loss_terms_all_nan_are_never_healthy(tmp_path: Path):
+    a = _run(tmp_path, GLUONCV)
+    assert _verdict(a)[0] != "healthy"
+
+
+def test_a_batch_counter_without_epoch_counts_from_the_start(tmp_path: Path):
+    a = _run(tmp_path, GAN)
+    df = a.run.scalars
+    assert df[df["metric"] == "g_loss"][["step", "value"]].values.tolist()[0] == [252, 9.195433]
+    assert _series(a, "d_loss") == [0.0, 0.0, 0.0]
+
+
+def test_batch_size_is_not_a_batch_counter(tmp_path: Path):
+    a = _run(tmp_path, "batch size: 32, loss: 0.5 is what we expect\n")
+    assert a.run.scalars.empty or "loss" not in set(a.run.scalars["metric"])

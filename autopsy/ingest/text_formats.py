@@ -40,7 +40,23 @@ import math
 import re
 from collections.abc import Callable
 
-from autopsy.ingest.text_metrics import NUM, Collector, Lines, StepMarks, StepState, Used, has, line_end, line_start
+from autopsy.ingest.text_metrics import (
+    _EVAL_LOSS_KEYS,
+    _GENERIC_PAIR,
+    _TRAIN_LOSS_KEYS,
+    NUM,
+    Collector,
+    Lines,
+    StepMarks,
+    StepState,
+    Used,
+    has,
+    is_loss_like,
+    key_str,
+    line_end,
+    line_start,
+)
+from autopsy.ingest.text_metrics import _SKIP_KEYS as _GENERIC_SKIP_KEYS
 
 
 def _mark(st: StepState, steps: StepMarks, used: Used, pos: int, step: int, framework: str | None = None) -> None:
@@ -1288,6 +1304,50 @@ def parse_icefall(text: bytes, first_line: int, st: StepState, out: Collector,
             used.add(m.start())
 
 
+# -- epoch / batch counters of hand-written loops -----------------------------------------------------------
+
+#: ``[Epoch 0][Batch 99], LR: ..., ObjLoss=...`` (GluonCV's scripts), ``[Epoch 1/10][Batch 100/500] loss: ...``,
+#: ``Epoch: 3, Batch: 120, loss 0.5``, ``Elapsed [0:05:20] batch: 252  d_loss: 0.0  g_loss: 9.19`` (GAN loops): a
+#: batch counter, an optional epoch before it, then pairs of which one names a loss. The generic parser's counters
+#: are step/iter; "batch" is this one's (``batch size``/``batch_size`` are not counters: a digit must follow)
+_BATCH_CORE = re.compile(rb"[Bb]atch(?:_idx)?\W{0,3}\d")
+_EPOCH_BATCH = re.compile(rb"(?:\b[Ee]poch\W{0,3}(\d+)(?:\s*/\s*\d+)?\W{1,4})?\b[Bb]atch(?:_idx)?\W{0,3}(\d+)"
+                          rb"(?:\s*/\s*\d+)?\]?")
+
+
+def parse_epoch_batch(text: bytes, first_line: int, st: StepState, out: Collector,
+                      steps: StepMarks, used: Used) -> None:
+    """Batch counters restart every epoch when an epoch is printed (``epoch_step``), else count from the start."""
+    if not has(text, b"atch"):
+        return
+    lines = Lines(text, first_line)
+    seen: set[int] = set()
+    for c in _BATCH_CORE.finditer(text):
+        ls = line_start(text, c.start())
+        le = line_end(text, c.start())
+        if ls in seen or le - ls > 4000 or used.covers(ls, le):
+            continue
+        seen.add(ls)
+        m = _EPOCH_BATCH.search(text, ls, le)
+        if m is None or b" | " in text[m.end():le]:
+            continue  # "Epoch 0/1 | Batch 0/N | Train Loss x | Learning Rate y": the pipe-row reader's (two-word keys)
+        pairs = [(key_str(k3 or k2 or k1), v) for k3, k2, k1, v in _GENERIC_PAIR.findall(text, m.end(), le)]
+        pairs = [(k, v) for k, v in pairs if k.lower() not in _GENERIC_SKIP_KEYS and k.lower() not in ("epoch", "batch")]
+        if not any(is_loss_like(k) for k, _ in pairs):
+            continue
+        step = epoch_step(st, "epoch_batch", int(m[1]), int(m[2])) if m[1] is not None else int(m[2])
+        line = lines.at(ls)
+        for k, v in pairs:
+            norm = k.replace(" ", "_")
+            low = norm.lower()
+            if low in _TRAIN_LOSS_KEYS:  # "Train Loss nan": the step's loss, as the generic parser reads it
+                out.metric_override[norm] = "loss"
+            elif low in _EVAL_LOSS_KEYS:
+                out.metric_override[norm] = "eval_loss"
+            out.add(step, norm, float(v), line)
+        _mark(st, steps, used, ls, step)
+
+
 #: (parser, letters a chunk needs first) in the order they run, before the generic parser
 FORMAT_PARSERS = (
     (parse_json_lines, (b"",)),
@@ -1305,6 +1365,7 @@ FORMAT_PARSERS = (
     (parse_wenet, (b"Batch",)),
     (parse_coqui_tts, (b"GLOBALSTEP", b"EVALPERFORMANCE")),
     (parse_icefall, (b"totloss", b"validation")),
+    (parse_epoch_batch, (b"atch",)),
     (parse_torchtune, (b"Loss",)),
     (parse_keras, (b"step", b"ETA", b"sample", b"loss")),
     (parse_tqdm_postfix, (b"",)),
