@@ -420,9 +420,27 @@ def gradnorm_failure(run: Run, gn: Series) -> bool:
         return True  # HF's logging_nan_inf_filter hid non-finite losses as 0.0
     if loss_improving(run):
         return False  # skipped steps (the scaler at work) while the loss stays finite and keeps falling: transient
+    if updates_skipped(run, gn):
+        return False  # a NaN gradient applied would make the next loss NaN: these steps were not applied
     if not gn.finite[-1]:
         return True  # ends non-finite: the weights (or every step) are broken
     return n_bad / len(gn) > GRADNORM_FAILURE_SHARE
+
+
+def updates_skipped(run: Run, gn: Series) -> bool:
+    """Non-finite grad_norm logs whose updates never reached the weights: a loss is logged after them, every logged
+    loss is finite and non-zero, the first loss after the first bad log is no higher than the loss ever was before it,
+    and at most half the grad_norm logs are bad. An applied NaN update makes every later loss NaN; a scaler (fp16
+    AMP) or a finite check skipped these steps instead (mmengine/xtuner log ``grad_norm: nan`` for them)."""
+    bad = np.flatnonzero(~gn.finite)
+    loss = points(run, "loss")
+    if not bad.size or bad.size * 2 > len(gn) or len(loss) < 3:
+        return False
+    if not loss.finite.all() or bool((loss.values == 0.0).any()):
+        return False
+    first_bad = int(gn.steps[int(bad[0])])
+    before, after = loss.values[loss.steps <= first_bad], loss.values[loss.steps > first_bad]
+    return bool(len(before) and len(after) and after[0] <= before.max())
 
 
 #: "keeps falling": the median of the last third of the loss logs is below this share of the first third's

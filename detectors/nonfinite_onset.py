@@ -112,8 +112,10 @@ def _skipped_steps(run: Run) -> Iterable[Finding]:
     yield Finding(
         code=CODE, name=SLUG, root_cause=None, severity="warning", confidence=0.6,
         title=f"{n_bad} of {len(gn)} grad_norm logs non-finite while the loss stays finite",
-        message=(f"grad_norm was non-finite at {n_bad} of {len(gn)} logs (first at step {b0.step}) and finite at the end; "
-                 "with fp16 AMP these are steps the loss scaler skipped, which is normal when rare."),
+        message=(f"grad_norm was non-finite at {n_bad} of {len(gn)} logs (first at step {b0.step}) "
+                 + ("and finite at the end" if gn.finite[-1] else "while every loss logged after it stays finite, so "
+                    "those updates never reached the weights")
+                 + "; with fp16 AMP these are steps the loss scaler skipped, which is normal when rare."),
         first_step=b0.step, evidence=[b0.evidence(f"grad_norm = {fmt(b0.value)} at step {b0.step}")],
         remedies=["Nothing to do if it stays rare; if it grows, switch to bf16 or lower the learning rate."],
         basis="symptom", symptom="skipped_steps",

@@ -93,3 +93,31 @@ def test_a_batch_counter_without_epoch_counts_from_the_start(tmp_path: Path):
 def test_batch_size_is_not_a_batch_counter(tmp_path: Path):
     a = _run(tmp_path, "batch size: 32, loss: 0.5 is what we expect\n")
     assert a.run.scalars.empty or "loss" not in set(a.run.scalars["metric"])
+
+
+# -- NaN gradients that never reached the weights ----------------------------------------------------------------
+
+# https://github.com/InternLM/xtuner/issues/187 (QLoRA, mmengine AMP: "grad_norm: nan" at two logs while the loss keeps
+# falling: the scaler skipped those steps)
+XTUNER = """\
+10/30 22:18:02 - mmengine - INFO - Epoch(train) [1][200/735]  lr: 1.9870e-04  eta: 2:46:39  time: 2.8906  data_time: 0.0042  memory: 10762  loss: 2.7522  grad_norm: 3.0608
+10/30 22:18:30 - mmengine - INFO - Epoch(train) [1][210/735]  lr: 1.9857e-04  eta: 2:46:12  time: 2.8865  data_time: 0.0041  memory: 10762  loss: 2.6150  grad_norm: 2.7647
+10/30 22:18:59 - mmengine - INFO - Epoch(train) [1][220/735]  lr: 1.9843e-04  eta: 2:45:44  time: 2.8826  data_time: 0.0040  memory: 10762  loss: 2.6687  grad_norm: 2.7647
+10/30 22:19:28 - mmengine - INFO - Epoch(train) [1][230/735]  lr: 1.9828e-04  eta: 2:45:16  time: 2.8833  data_time: 0.0040  memory: 10762  loss: 2.7682  grad_norm: 2.5099
+10/30 22:19:57 - mmengine - INFO - Epoch(train) [1][240/735]  lr: 1.9813e-04  eta: 2:44:49  time: 2.8874  data_time: 0.0042  memory: 10762  loss: 2.5128  grad_norm: nan
+10/30 22:20:26 - mmengine - INFO - Epoch(train) [1][250/735]  lr: 1.9797e-04  eta: 2:44:21  time: 2.8906  data_time: 0.0039  memory: 10762  loss: 2.4566  grad_norm: nan
+"""
+
+
+def test_nan_grad_norm_with_the_loss_still_finite_and_falling_after_it_is_skipped_steps(tmp_path: Path):
+    a = _run(tmp_path, XTUNER)
+    assert _verdict(a)[0] == "healthy"
+    warn = [f for f in a.diagnosis.findings if f.code == "NUM001"]
+    assert warn and warn[0].severity == "warning" and "never reached the weights" in warn[0].message
+
+
+def test_nan_grad_norm_followed_by_a_nan_loss_was_applied(tmp_path: Path):
+    # the same lines with the last loss NaN (an applied NaN update): a failure from step 240
+    applied = XTUNER.replace("loss: 2.4566  grad_norm: nan", "loss: nan  grad_norm: nan")
+    a = _run(tmp_path, applied)
+    assert _verdict(a)[0] == "failed"

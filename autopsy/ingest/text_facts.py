@@ -158,6 +158,12 @@ class FactScanner:
                 self.emit("gpu.name", m[1].strip(), no, "gpu")
         for m in _MODEL.finditer(text):
             self.emit("model.name_or_path", m[1], no, "model")
+        if "AMP: checks " in text:
+            # ultralytics check_amp(): float16 autocast + GradScaler on when its check passes, off when it fails
+            if "checks passed" in text:
+                self.emit("fp16", True, no, "AMP: checks passed")
+            elif "checks failed" in text:
+                self.emit("fp16", False, no, "AMP: checks failed")
         if "AmpOptimWrapper" in text and "bfloat16" not in text:
             # mmengine's AMP wrapper: autocast in float16 with a dynamic loss scale unless dtype='bfloat16'
             self.emit("fp16", True, no, "AmpOptimWrapper")
