@@ -76,9 +76,12 @@ def _starts_at_start(rows: Series) -> bool:
 
 
 def _zero_from_start(run: Run) -> tuple[Series, int] | None:
-    """Train loss exactly 0.0 at the first logged point and at >= ZERO_SHARE of all points."""
+    """Train loss exactly 0.0 at the first logged point and at >= ZERO_SHARE of all points; two logs both exactly 0.0
+    (a paste of the first two records) count too: a cross-entropy is never exactly 0.0 at the start of a run."""
     rows = points(run, "loss")
-    if len(rows) < MIN_ZERO_POINTS or rows.values[0] != 0.0 or not _starts_at_start(rows):
+    if len(rows) < 2 or rows.values[0] != 0.0 or not _starts_at_start(rows):
+        return None
+    if len(rows) < MIN_ZERO_POINTS and not bool((rows.values == 0.0).all()):
         return None
     zeros = int((rows.values == 0.0).sum())
     return (rows, zeros) if zeros / len(rows) >= ZERO_SHARE else None
@@ -212,7 +215,7 @@ def detect(run: Run) -> Iterable[Finding]:
     elif warned:
         severity, confidence = "error", 0.9 if symptom else 0.75
     else:
-        severity, confidence = "error", 0.6
+        severity, confidence = "error", 0.6 if not zero or len(zero[0]) >= MIN_ZERO_POINTS else 0.45
 
     for key in ("max_length", "max_seq_length", "cutoff_len"):
         got = fact_number(run, key)

@@ -59,6 +59,7 @@ def detect(run: Run) -> Iterable[Finding]:
     from autopsy.known_issues import match_run
 
     n_info = 0
+    named = False
     for m in match_run(run):
         if m.entry.covered_by:
             continue  # that detector reports the pattern on runs, with its own evidence
@@ -66,7 +67,48 @@ def detect(run: Run) -> Iterable[Finding]:
             if n_info >= MAX_INFO:
                 continue
             n_info += 1
+        else:
+            named = True
         yield finding(m)
+    dev = None if named else _prerelease(run)  # a known bug already names the version to change
+    if dev is not None:
+        yield dev
+
+
+#: a development or pre-release build of a library the training loop runs on, in a failing run: a candidate
+CONF_PRERELEASE = 0.4
+_TRAINING_PACKAGES = ("torch", "transformers", "accelerate", "deepspeed", "peft", "trl", "bitsandbytes", "flash_attn",
+                      "flash-attn", "vllm", "verl", "megatron-core", "lightning", "pytorch-lightning", "xformers")
+
+
+def _prerelease(run: Run) -> Finding | None:
+    """``accelerate 0.22.0.dev0``, ``transformers 4.46.0.dev0``, ``torch 2.6.0a0+git...``, an ``rc``: main-branch builds
+    carry regressions no release has. Only in a run that failed (non-finite values, or a loss exactly 0 at every log):
+    a healthy run on a dev build is just a run."""
+    from autopsy.known_issues.match import parse_version
+    from detectors._common import nonfinite_onset, points
+    from detectors._facts import fact_evidence
+
+    loss = points(run, "loss")
+    zero = len(loss) >= 2 and bool((loss.values == 0.0).all())
+    if not zero and nonfinite_onset(run) is None:
+        return None
+    for pkg in _TRAINING_PACKAGES:
+        fact = run.config.fact(f"version.{pkg}")
+        v = parse_version(fact.value) if fact is not None else None
+        if v is None or not v.is_prerelease:
+            continue
+        return Finding(
+            code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="warning", confidence=CONF_PRERELEASE,
+            title=f"{pkg} {fact.value} is a development build",
+            message=(f"The run failed on {pkg} {fact.value}, a pre-release build: regressions on the main branch are a "
+                     "common cause of failures no setting explains. Rerun on the last release to rule it out."),
+            evidence=[fact_evidence(fact, f"{pkg} {fact.value}: a pre-release (dev/alpha/beta/rc) version")],
+            remedies=[f"Pin {pkg} to its latest release (pip install '{pkg}<{v.base_version}') and rerun; if the failure "
+                      "goes away, report it upstream with this log."],
+            basis="inferred", symptom="known_bug_signature",
+        )
+    return None
 
 
 def entry_evidence(m) -> Evidence:  # noqa: ANN001 - autopsy.known_issues.Match

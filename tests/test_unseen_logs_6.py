@@ -121,3 +121,28 @@ def test_nan_grad_norm_followed_by_a_nan_loss_was_applied(tmp_path: Path):
     applied = XTUNER.replace("loss: 2.4566  grad_norm: nan", "loss: nan  grad_norm: nan")
     a = _run(tmp_path, applied)
     assert _verdict(a)[0] == "failed"
+
+
+# -- a loss exactly 0.0 from the first records; a development build -------------------------------------------------
+
+# https://github.com/huggingface/accelerate/issues/1763 (FSDP on accelerate's main branch: the first two records, and the
+# reporter's system info)
+ACCELERATE_ZERO = ("{'loss': 0.0, 'learning_rate': 3.0000000000000004e-08, 'epoch': 0.0}\n"
+                   "{'loss': 0.0, 'learning_rate': 1.2000000000000002e-07, 'epoch': 0.0}\n")
+ACCELERATE_INFO = ("- `Accelerate` version: 0.22.0.dev0\n- Platform: Linux-5.4.0-148-generic-x86_64-with-glibc2.35\n"
+                   "- PyTorch version (GPU?): 2.0.1+cu117 (True)\n- GPU type: NVIDIA A100 80GB PCIe\n")
+
+
+def test_two_records_of_loss_exactly_zero_at_the_start_are_not_healthy(tmp_path: Path):
+    a = _run(tmp_path, ACCELERATE_ZERO, config=ACCELERATE_INFO)
+    assert _verdict(a)[0] != "healthy"
+    codes = {f.code: f for f in a.diagnosis.findings}
+    assert "LBL001" in codes
+    dev = codes.get("FW001")
+    assert dev is not None and "0.22.0.dev0" in dev.title and dev.root_cause == "framework_bug"
+
+
+def test_a_development_build_alone_is_not_a_finding(tmp_path: Path):
+    a = _run(tmp_path, XTUNER, config=ACCELERATE_INFO)  # a healthy run (above) on a dev build
+    assert _verdict(a)[0] == "healthy"
+    assert not [f for f in a.diagnosis.findings if f.code == "FW001"]
