@@ -33,6 +33,9 @@ ALIASES: dict[str, str] = {
     "epoch": "epoch",
     "train/epoch": "epoch",
     "eval_loss": "eval_loss",
+    # chainer's LogReport/PrintReport keys (ESPnet1's results/log and console table)
+    "main/loss": "loss",
+    "validation/main/loss": "eval_loss",
     "eval/loss": "eval_loss",
     "val_loss": "eval_loss",
     "valid_loss": "eval_loss",

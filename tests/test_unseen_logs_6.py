@@ -146,3 +146,24 @@ def test_a_development_build_alone_is_not_a_finding(tmp_path: Path):
     a = _run(tmp_path, XTUNER, config=ACCELERATE_INFO)  # a healthy run (above) on a dev build
     assert _verdict(a)[0] == "healthy"
     assert not [f for f in a.diagnosis.findings if f.code == "FW001"]
+
+
+# -- fixed-width tables with blank cells (chainer's PrintReport, ESPnet1) -------------------------------------------
+
+# https://github.com/espnet/espnet/issues/4092 (ESPnet1 transducer: validation columns blank between validations)
+ESPNET1 = """\
+epoch       iteration   main/loss   validation/main/loss  main/loss_trans  validation/main/loss_trans  elapsed_time  validation/main/cer  validation/main/wer
+0           100         0.0183482                         0.0183482                                    123.279
+0           200         -0.00548435                        -0.00548435                                  236.267
+0           300         -0.0430187                        -0.0430187                                   348.067
+"""
+
+
+def test_a_fixed_width_table_with_blank_cells_keeps_each_value_under_its_header(tmp_path: Path):
+    a = _run(tmp_path, ESPNET1)
+    df = a.run.scalars
+    loss = df[df["metric"] == "loss"].sort_values("step")  # chainer's main/loss
+    assert loss[["step", "value"]].values.tolist() == [[100, 0.0183482], [200, -0.00548435], [300, -0.0430187]]
+    assert _series(a, "main/loss_trans") == [0.0183482, -0.00548435, -0.0430187]
+    assert _series(a, "elapsed_time") == [123.279, 236.267, 348.067]
+    assert "eval_loss" not in set(df["metric"]) and "epoch" not in set(df["metric"])

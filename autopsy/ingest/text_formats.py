@@ -947,6 +947,25 @@ MIN_HEADED_ROWS = 2
 _ELISION = re.compile(rb"(?m)^[ \t]*(?:\.{3,}|\xe2\x80\xa6|\xe2\x8b\xae)[ \t]*\r?\n")
 _STEP_NAMES = {"step", "steps", "global_step", "iter", "iteration", "iters", "epoch", "update", "updates",
                "num_updates", "it", "#"}
+#: step columns finer than an epoch column beside them
+_FINE_STEP_NAMES = {"step", "steps", "global_step", "iter", "iteration", "iters", "update", "updates", "num_updates"}
+_DELIMS = re.compile(rb"[,;|]")
+_TOKEN = re.compile(rb"[^ \t\r\n]+")
+
+
+def _row_cells(text: bytes, m: re.Match[bytes], names: list[str], starts: list[int] | None) -> dict[str, bytes]:
+    """A row's cells by column name: in order, or (fixed-width table) each value under the header column whose
+    offset is the last at or before the value's own (a blank cell takes no value)."""
+    if starts is None:
+        vals = [m[1], m[2]] + [v for v in _SPLIT.split(m[3].strip(b" \t,;|")) if v]
+        return dict(zip(names, vals))
+    ls = m.start()
+    cells: dict[str, bytes] = {}
+    for t in _TOKEN.finditer(text, ls, m.end()):
+        off = t.start() - ls
+        i = max((k for k, c in enumerate(starts) if c <= off + 1), default=0)
+        cells.setdefault(names[i], t[0])
+    return cells
 
 
 def parse_columns(text: bytes, first_line: int, st: StepState, out: Collector,
@@ -966,6 +985,7 @@ def parse_columns(text: bytes, first_line: int, st: StepState, out: Collector,
         start = run[0].start()
         ncols = 2 + len([v for v in _SPLIT.split(run[0][3].strip(b" \t,;|")) if v])
         names: list[str] | None = None
+        starts: list[int] | None = None  # the header's column offsets, for a fixed-width table with blank cells
         prev_end = start - 1
         if prev_end > 0:
             ls = line_start(text, prev_end)
@@ -974,26 +994,37 @@ def parse_columns(text: bytes, first_line: int, st: StepState, out: Collector,
                 cand = [c.decode() for c in _SPLIT.split(hm[1].strip()) if c]
                 if len(cand) == ncols:
                     names = cand
+                elif len(cand) > ncols and b"\t" not in hm[1] and not _DELIMS.search(hm[1]):
+                    # chainer's PrintReport (ESPnet1): fixed-width columns, a cell left blank where no value was
+                    # reported this time (validation columns): values sit at their header's offset
+                    names = cand
+                    starts = [t.start() - ls for t in _TOKEN.finditer(text, ls, prev_end)]
         if names is None:
             if ncols != 2 or len(run) < MIN_COLUMN_ROWS:
                 run.clear()
                 return
             names = ["step", "loss"]
-        if names[0].lower().lstrip("#") not in _STEP_NAMES and names[0].lower() not in _STEP_NAMES:
+        lows = [n.lower().lstrip("#") for n in names]
+        if lows[0] not in _STEP_NAMES:
             run.clear()
             return
-        steps_seen = [int(m[1]) for m in run]
-        if any(b < a for a, b in zip(steps_seen, steps_seen[1:])):
+        # "epoch iteration main/loss ...": the finer counter is the step
+        at = next((i for i, n in enumerate(lows) if n in _FINE_STEP_NAMES), 0)
+        rows = [_row_cells(text, m, names, starts) for m in run]
+        steps_seen = [_num(r.get(names[at], b"")) for r in rows]
+        if any(v is None or v != int(v) for v in steps_seen) or any(
+                b < a for a, b in zip(steps_seen, steps_seen[1:])):  # type: ignore[operator]
             run.clear()
             return  # not a step column
-        for m in run:
-            vals = [m[2]] + [v for v in _SPLIT.split(m[3].strip(b" \t,;|")) if v]
-            step, line = int(m[1]), lines.at(m.start())
-            for name, raw in zip(names[1:], vals):
-                f = _num(raw)
+        for m, cells, step in zip(run, rows, steps_seen):
+            line = lines.at(m.start())
+            for i, name in enumerate(names):
+                if i == at or (at != 0 and i == 0):
+                    continue  # the step column, and the epoch column beside a finer one
+                f = _num(cells.get(name, b""))
                 if f is not None:
-                    out.add(step, name, f, line)
-            _mark(st, steps, used, m.start(), step)
+                    out.add(int(step), name, f, line)  # type: ignore[arg-type]
+            _mark(st, steps, used, m.start(), int(step))  # type: ignore[arg-type]
         run.clear()
 
     last_end = -2
