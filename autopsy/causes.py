@@ -64,6 +64,7 @@ EXPLAINS: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     "loss_scale_collapse": _NONFINITE | _AFTER_NAN | {"skipped_steps", "loss_scale_collapse", "lr_near_zero",
                                                      "loss_flat", "crash"},
     "bf16_unsupported_hardware": {"crash", "nonfinite_loss", "nonfinite_grad_norm", "config_defect"},
+    "fp16_unsupported_hardware": _NONFINITE | _AFTER_NAN | {"config_defect", "skipped_steps"},
     "empty_response": {"nonfinite_aux", "nonfinite_loss", "nonfinite_grad_norm", "eval_nonfinite", "zero_loss",
                        "loss_ln2", "loss_flat", "frozen_weights", "config_defect", "nonfinite_weights", "zero_grad_norm"},
     "all_labels_masked": {"zero_loss", "nonfinite_loss", "nonfinite_grad_norm", "eval_nonfinite", "loss_flat",
@@ -94,7 +95,7 @@ PRIOR: dict[str, float] = {
     "nan_in_data": 0.05, "bf16_unsupported_hardware": 0.03, "padding_free_without_flash_attn": 0.02,
     "lora_task_type_mismatch": 0.02, "sequence_parallel_labels": 0.02, "vocab_mismatch": 0.02,
     "zero3_empty_tensors": 0.02, "kl_estimator_overflow": 0.02, "lr_schedule_stalled": 0.02,
-    "completions_truncated": 0.02, "data_exhausted": 0.02, "crash": 0.01,
+    "completions_truncated": 0.02, "data_exhausted": 0.02, "fp16_unsupported_hardware": 0.02, "crash": 0.01,
 }
 
 #: symptoms that make a run failed by themselves (even with no cause named): the damage is done

@@ -48,6 +48,7 @@ ROOT_CAUSES: dict[str, str] = {
     "completions_truncated": "Sampled completions hit the length cap: no final answer, flat rewards, nothing to learn (GRPO/PPO).",
     "lr_schedule_stalled": "The learning-rate schedule kept the LR near zero (warmup longer than the run, scheduler never stepped).",
     "data_exhausted": "The input pipeline ran out of batches before the planned steps: training stopped early.",
+    "fp16_unsupported_hardware": "fp16 on a GPU whose half-precision kernels give NaN (GTX 16xx, Quadro T-series): train in fp32 there.",
     "crash": "The run died from an exception that names no known training failure.",
     "unknown": "Something is wrong, but the evidence does not single out a cause.",
 }

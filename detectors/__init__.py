@@ -11,6 +11,7 @@ from detectors import (  # config/event detectors
     completions_truncated,
     crash,
     empty_response,
+    fp16_hardware,
     fp16_overflow,
     framework_bug,
     gradientless_params,
@@ -49,6 +50,7 @@ ALL: list[ModuleType] = [
     padding_free,
     lora_task_type,
     bf16_hardware,
+    fp16_hardware,
     vocab_mismatch,
 ]
 

@@ -167,3 +167,42 @@ def test_a_fixed_width_table_with_blank_cells_keeps_each_value_under_its_header(
     assert _series(a, "main/loss_trans") == [0.0183482, -0.00548435, -0.0430187]
     assert _series(a, "elapsed_time") == [123.279, 236.267, 348.067]
     assert "eval_loss" not in set(df["metric"]) and "epoch" not in set(df["metric"])
+
+
+# -- fp16 on a card whose half precision gives NaN -----------------------------------------------------------------
+
+# https://github.com/ultralytics/ultralytics/issues/17812 (YOLO11 on a GTX 1660, AMP on: NaN losses; the paste stops at
+# the epoch header). The cards: ultralytics PR #17977 ("Hardcode failing GPUs in AMP checks")
+ULTRA_1660 = """\
+Ultralytics 8.3.38 \U0001f680 Python-3.11.9 torch-2.5.1+cu118 CUDA:0 (NVIDIA GeForce GTX 1660, 6144MiB)
+AMP: running Automatic Mixed Precision (AMP) checks...
+AMP: checks passed \u2705
+Starting training for 20 epochs...
+"""
+# ultralytics' console rows (engine/trainer.py progress bar under its header), finite and NaN
+YOLO_ROWS = ("      Epoch    GPU_mem   box_loss   cls_loss   dfl_loss  Instances       Size\n"
+             "        1/3      2.61G      1.218      1.408      1.208        167        640: 100%| 8/8 [00:02<00:00,  3.12it/s]\n"
+             "        2/3      2.63G      1.201      1.350      1.190        160        640: 100%| 8/8 [00:02<00:00,  3.12it/s]\n")
+
+
+def test_fp16_on_a_gtx_1660_is_named_when_nothing_else_was_logged(tmp_path: Path):
+    a = _run(tmp_path, ULTRA_1660)
+    assert _verdict(a) == ("failed", "fp16_unsupported_hardware")
+
+
+def test_fp16_on_a_gtx_1660_with_nan_losses_is_named(tmp_path: Path):
+    a = _run(tmp_path, ULTRA_1660 + YOLO_ROWS.replace("1.201      1.350      1.190", "  nan        nan        nan"))
+    assert _verdict(a) == ("failed", "fp16_unsupported_hardware")
+    hw = [f for f in a.diagnosis.findings if f.code == "HW002"]
+    assert hw and hw[0].confidence == 0.8
+
+
+def test_fp16_on_a_gtx_1660_with_finite_losses_is_left_alone(tmp_path: Path):
+    a = _run(tmp_path, ULTRA_1660 + YOLO_ROWS)
+    assert not [f for f in a.diagnosis.findings if f.code == "HW002"]
+    assert _verdict(a)[0] == "healthy"
+
+
+def test_fp32_on_a_gtx_1660_is_left_alone(tmp_path: Path):
+    a = _run(tmp_path, ULTRA_1660.replace("AMP: checks passed \u2705", "AMP: checks failed \u274c, disabling AMP"))
+    assert not [f for f in a.diagnosis.findings if f.code == "HW002"]

@@ -30,7 +30,7 @@ ENV_PACKAGES = ("torch", "transformers", "trl", "peft", "accelerate", "deepspeed
                 "vllm", "verl", "ms-swift", "llamafactory", "megatron-core", "liger-kernel", "datasets")
 #: the detectors whose config-only part preflight runs (each is a pure function of the Run, so a Run that
 #: holds only config facts gets exactly the findings a full analysis would give for the config)
-PREFLIGHT_DETECTORS = ("empty_response", "padding_free", "lora_task_type", "bf16_hardware")
+PREFLIGHT_DETECTORS = ("empty_response", "padding_free", "lora_task_type", "bf16_hardware", "fp16_hardware")
 DOCS_BEGIN, DOCS_END = "<!-- BEGIN GENERATED LIST -->\n", "<!-- END GENERATED LIST -->"
 
 
