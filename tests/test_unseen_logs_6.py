@@ -206,3 +206,22 @@ def test_fp16_on_a_gtx_1660_with_finite_losses_is_left_alone(tmp_path: Path):
 def test_fp32_on_a_gtx_1660_is_left_alone(tmp_path: Path):
     a = _run(tmp_path, ULTRA_1660.replace("AMP: checks passed \u2705", "AMP: checks failed \u274c, disabling AMP"))
     assert not [f for f in a.diagnosis.findings if f.code == "HW002"]
+
+
+# -- a loose loss line keeps its layout when a value turns NaN; its *_loss terms are read -----------------------------
+
+# https://github.com/JJBOY/BMN-Boundary-Matching-Network/issues/22 (the terms print beside the total; one goes NaN first)
+BMN = """\
+BMN training loss(epoch 0): tem_loss: 1.184, pem class_loss: 0.458, pem reg_loss: 0.024, total_loss: 1.883
+BMN training loss(epoch 0): tem_loss: 1.184, pem class_loss: 0.458, pem reg_loss: 0.024, total_loss: 1.884
+BMN training loss(epoch 0): tem_loss: 1.184, pem class_loss: nan, pem reg_loss: 0.024, total_loss: nan
+BMN training loss(epoch 0): tem_loss: nan, pem class_loss: nan, pem reg_loss: 0.024, total_loss: nan
+"""
+
+
+def test_loose_loss_lines_whose_values_turn_nan_are_one_layout_with_their_terms(tmp_path: Path):
+    a = _run(tmp_path, BMN)
+    loss = _series(a, "loss")
+    assert loss[:2] == [1.883, 1.884] and len(loss) == 4
+    assert _series(a, "class_loss")[:2] == [0.458, 0.458] and _series(a, "reg_loss") == [0.024] * 4
+    assert _verdict(a)[0] == "failed"  # one term NaN while the others compute: the data, not the optimisation

@@ -628,7 +628,7 @@ def parse_json_lines(text: bytes, first_line: int, st: StepState, out: Collector
             out.add(step, k, v, line)
         _mark(st, steps, used, m.start(), step,
               "llamafactory" if "current_steps" in rec else ("ms_swift" if gm is not None else None))
-    if b"json_stats: {" in text:
+    if has(text, b"json_stats: {"):
         _json_stats(text, lines, st, out, steps, used)
 
 
@@ -1389,13 +1389,13 @@ FORMAT_PARSERS = (
     (parse_verl, (b"step",)),
     (parse_megatron, (b"iteration",)),
     (parse_caffe, (b"Iteration",)),
-    (parse_opennmt, (b"acc", b"Validation")),
-    (parse_darknet, (b"rate",)),
-    (parse_mxnet, (b"samplessec", b"Validation")),
-    (parse_espnet, (b"epoch",)),
-    (parse_wenet, (b"Batch",)),
+    (parse_opennmt, (b"accppl", b"Validationperplexity", b"Validationaccuracy", b"Trainperplexity")),
+    (parse_darknet, (b"ratesecondsimages",)),
+    (parse_mxnet, (b"samplessec", b"EpochValidation", b"EpochTrain")),
+    (parse_espnet, (b"epochtrain", b"epochvalid", b"epochresults")),
+    (parse_wenet, (b"TRAINBatch", b"CVBatch")),
     (parse_coqui_tts, (b"GLOBALSTEP", b"EVALPERFORMANCE")),
-    (parse_icefall, (b"totloss", b"validation")),
+    (parse_icefall, (b"totloss", b"Epochvalidation")),
     (parse_epoch_batch, (b"atch",)),
     (parse_torchtune, (b"Loss",)),
     (parse_keras, (b"step", b"ETA", b"sample", b"loss")),

@@ -79,6 +79,11 @@ _EPOCH = re.compile(rb"\b(?:[Ee]poch|EPOCH)\b\s*[:=#]?\s*\[?\s*(\d+)")
 _OTHER_PAIRS = re.compile(
     rb"(?<![\w/.-])((?i:lr|learning[_ ]rate|grad[_ ]norm|gnorm))[ \t]*(?:[:=][ \t]*|[ \t])(" + NUM + rb")(?![\w.])")
 _DIGITS = re.compile(rb"\d+")
+#: the values in a line's layout: digits and the non-finite words a value may be printed as (``nan``, ``-inf``), so
+#: a line whose loss went NaN keeps the layout of the lines before it
+_LAYOUT_VALUES = re.compile(rb"\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|(?<![A-Za-z])-?(?:nan|NaN|NAN|inf|Inf|INF)(?![A-Za-z])")
+#: the other loss terms on such a line (``tem_loss: 1.18, pem class_loss: nan``): ``<name>_loss`` keys
+_TERM_PAIRS = re.compile(rb"(?<![\w/.-])([A-Za-z][A-Za-z0-9_]{0,30}_loss)[ \t]*[:=][ \t]*(" + NUM + rb")(?![\w.])")
 #: a line opening with its counter, after an optional timestamp or ``[INFO]``-style prefix in brackets
 _LEADING_COUNTER = re.compile(rb"[ \t]*(?:\[[^\]\r\n]{1,40}\][ \t]*)?(?:[Ee]poch|EPOCH|[Ss]tep|STEP|[Ii]ter(?:ation)?|ITER)"
                               rb"\b[ \t]*[:=#]?[ \t]*\[?[ \t]*\d+")
@@ -126,11 +131,13 @@ def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector
             continue
         pairs = [(_loose_key(k.decode()), float(v)) for k, v in _LOSS_PAIR.findall(line)]
         pairs += [(k.decode().lower().replace(" ", "_"), float(v)) for k, v in _OTHER_PAIRS.findall(line)]
+        named = {k for k, _ in pairs}
+        pairs += [(k.decode(), float(v)) for k, v in _TERM_PAIRS.findall(line) if _loose_key(k.decode()) not in named]
         bar = _BAR.search(line, m.end()) if b"|" not in line[:m.start()] else None  # not a framework's own bar line
         if bar is not None:  # a tqdm description (``loss: -8.48 | acc: 0.22:  71%|###| 417/586 [...]``): its counter
             bar_rows.append((ls, ls + m.start(), pairs, int(bar[1])))
             continue
-        layout = _DIGITS.sub(b"#", line[:m.start()]) + m[1]
+        layout = _LAYOUT_VALUES.sub(b"#", line[:m.start()]) + m[1]
         groups[layout].append((ls, ls + m.start(), pairs, _counter_step(line)))
     lines = Lines(text, first_line)
     for ls, pos, pairs, at in bar_rows:  # a bar is structure enough: one line is a point
