@@ -10,7 +10,23 @@ from tests.test_unseen_logs import _run, _series, _verdict
 # -- "labels all -100" only explains runs that have token labels ------------------------------------------------
 
 # https://github.com/endernewton/tf-faster-rcnn/issues/458 (TF1 Faster R-CNN, lr 0.01: the total is NaN from the first
-# print while the printed terms are finite; the detail lines are trimmed to the header here)
+# print while the printed terms are finite; the detail lines are trimmed to the header here, and kept below)
+TF_FASTER_RCNN_FULL = """\
+iter: 20 / 70000, total loss: nan
+ >>> rpn_loss_cls: 0.648382
+ >>> rpn_loss_box: 0.045217
+ >>> loss_cls: 2.149889
+ >>> loss_box: 0.199051
+ >>> lr: 0.010000
+speed: 0.794s / iter
+iter: 40 / 70000, total loss: nan
+ >>> rpn_loss_cls: 0.574709
+ >>> rpn_loss_box: 0.317064
+ >>> loss_cls: 0.000009
+ >>> loss_box: 0.000000
+ >>> lr: 0.010000
+speed: 0.524s / iter
+"""
 TF_FASTER_RCNN = """\
 iter: 20 / 70000, total loss: nan
 speed: 0.794s / iter
@@ -225,3 +241,18 @@ def test_loose_loss_lines_whose_values_turn_nan_are_one_layout_with_their_terms(
     assert loss[:2] == [1.883, 1.884] and len(loss) == 4
     assert _series(a, "class_loss")[:2] == [0.458, 0.458] and _series(a, "reg_loss") == [0.024] * 4
     assert _verdict(a)[0] == "failed"  # one term NaN while the others compute: the data, not the optimisation
+
+
+def test_one_pair_detail_lines_under_a_step_line_take_its_step(tmp_path: Path):
+    a = _run(tmp_path, TF_FASTER_RCNN_FULL)
+    df = a.run.scalars
+    assert df[df["metric"] == "rpn_loss_cls"][["step", "value"]].values.tolist() == [[20, 0.648382], [40, 0.574709]]
+    assert _series(a, "loss_box") == [0.199051, 0.0]
+    assert _series(a, "learning_rate") == [0.01, 0.01]
+    assert _verdict(a)[1] != "all_labels_masked"
+
+
+def test_one_pair_lines_under_no_step_line_are_left_alone(tmp_path: Path):
+    block = "".join(line + "\n" for line in TF_FASTER_RCNN_FULL.splitlines() if line.startswith(" >>> "))
+    a = _run(tmp_path, "Training settings:\n" + block)
+    assert a.run.scalars.empty or "rpn_loss_cls" not in set(a.run.scalars["metric"])

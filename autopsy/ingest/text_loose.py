@@ -27,7 +27,18 @@ from collections import defaultdict
 
 import numpy as np
 
-from autopsy.ingest.text_metrics import NUM, Collector, Lines, StepMarks, StepState, Used, has, line_end, line_start
+from autopsy.ingest.text_metrics import (
+    NUM,
+    Collector,
+    Lines,
+    StepMarks,
+    StepState,
+    Used,
+    has,
+    is_loss_like,
+    line_end,
+    line_start,
+)
 
 # -- HF log_metrics block --------------------------------------------------------------------------
 
@@ -498,6 +509,53 @@ def parse_step_less_val_loss(text: bytes, first_line: int, st: StepState, out: C
 
 
 #: (parser, letters a chunk needs first), run after every other line parser
+# -- one-pair detail lines under a counter line ------------------------------------------------------------
+
+#: a line holding one ``key: number`` pair, maybe behind a bullet (tf-faster-rcnn's `` >>> rpn_loss_cls: 0.648``,
+#: ``  - loss: 0.5``, ``    acc = 0.91``)
+_DETAIL = rb"[ \t]*(?:>{1,3}[ \t]*|[-*][ \t]+)?([A-Za-z][\w/.@-]{0,60})[ \t]*[:=][ \t]*(" + NUM + rb")[ \t]*\r?(?=\n|\Z)"
+_DETAIL_LINE = re.compile(_DETAIL)
+#: two such lines in a row: the gate (one scan that starts at a line break)
+_DETAIL_PAIR = re.compile(rb"\n" + _DETAIL + rb"\n" + _DETAIL)
+MAX_DETAIL_LINES = 40
+
+
+def parse_detail_blocks(text: bytes, first_line: int, st: StepState, out: Collector,
+                        steps: StepMarks, used: Used) -> None:
+    """A block of one-pair lines, one naming a loss, right under a line another parser gave a step (``iter: 20 / 70000,
+    total loss: nan`` then `` >>> rpn_loss_cls: 0.648`` ...): the terms at that step. tf-faster-rcnn's
+    ``train_val.py`` prints its loss terms this way; a block under no step line is left alone (no step to give it)."""
+    if not steps or _DETAIL_PAIR.search(text) is None:
+        return
+    mark_pos, mark_step = steps.arrays()
+    lines = Lines(text, first_line)
+    pos = 0
+    while True:
+        m = _DETAIL_PAIR.search(text, pos)
+        if m is None:
+            return
+        start = m.start() + 1
+        block: list[tuple[int, str, float]] = []
+        ls = start
+        while ls < len(text) and len(block) < MAX_DETAIL_LINES:
+            d = _DETAIL_LINE.match(text, ls)
+            if d is None or used.covers(ls, d.end()):
+                break
+            block.append((ls, d[1].decode(), float(d[2])))
+            ls = d.end() + 1
+        pos = max(ls, m.end())
+        if len(block) < 2 or not any(is_loss_like(k) for _, k, _ in block):
+            continue
+        head = line_start(text, start - 1) if start > 0 else 0
+        i = int(np.searchsorted(mark_pos, start)) - 1
+        if i < 0 or mark_pos[i] < head:
+            continue  # the line above holds no step
+        step = int(mark_step[i])
+        for at, key, value in block:
+            out.add(step, key, value, lines.at(at))
+            used.add(at)
+
+
 LOOSE_PARSERS = (
     (parse_step_less_val_loss, (b"valloss",)),
     (parse_hf_metrics_block, (b"metrics",)),
@@ -507,4 +565,5 @@ LOOSE_PARSERS = (
     (parse_scheduler_verbose, (b"Adjustinglearningrate",)),
     (parse_pair_records, _RECORD_LITERALS),
     (parse_loose_loss, (b"oss", b"OSS")),
+    (parse_detail_blocks, (b"",)),
 )
