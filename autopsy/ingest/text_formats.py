@@ -41,22 +41,19 @@ import re
 from collections.abc import Callable
 
 from autopsy.ingest.text_metrics import (
-    _EVAL_LOSS_KEYS,
-    _GENERIC_PAIR,
-    _TRAIN_LOSS_KEYS,
     NUM,
     Collector,
     Lines,
     StepMarks,
     StepState,
     Used,
+    generic_pairs,
     has,
     is_loss_like,
-    key_str,
     line_end,
     line_start,
+    loss_key_metric,
 )
-from autopsy.ingest.text_metrics import _SKIP_KEYS as _GENERIC_SKIP_KEYS
 
 
 def _mark(st: StepState, steps: StepMarks, used: Used, pos: int, step: int, framework: str | None = None) -> None:
@@ -657,13 +654,14 @@ def _json_stats(text: bytes, lines: Lines, st: StepState, out: Collector, steps:
             continue
         if not isinstance(rec, dict):
             continue
-        it, ep = rec.get("iter", rec.get("cur_iter")), _frac(rec.get("epoch"))
+        it, ep, gi = rec.get("iter", rec.get("cur_iter")), _frac(rec.get("epoch")), _frac(rec.get("global_iter"))
+        it_frac = _frac(it)
         if isinstance(it, int) and not isinstance(it, bool):
             step = it
-        elif _frac(rec.get("global_iter")) is not None:
-            step = _frac(rec.get("global_iter"))[0]  # type: ignore[index]
-        elif _frac(it) is not None and ep is not None:
-            step = (ep[0] - 1) * _frac(it)[1] + _frac(it)[0]  # type: ignore[index]
+        elif gi is not None:
+            step = gi[0]
+        elif it_frac is not None and ep is not None:
+            step = (ep[0] - 1) * it_frac[1] + it_frac[0]
         elif ep is not None and st.last_step is not None:
             step = st.last_step  # an epoch summary: at the last iteration seen
         else:
@@ -1055,6 +1053,15 @@ def epoch_step(st: StepState, fmt: str, epoch: int, local: int) -> int:
     return cur[1] + local
 
 
+def epoch_end_step(st: StepState, fmt: str, epoch: int) -> int:
+    """The step of an epoch's summary line (``Epoch[3] Validation-accuracy``, ESPnet's ``3epoch results``): that epoch's
+    last batch seen, else the step in force, else the epoch number itself."""
+    cur = st.epoch_base.get(fmt)
+    if cur is not None and cur[0] == epoch:
+        return cur[1] + cur[2]
+    return st.last_step if st.last_step is not None else epoch
+
+
 def _in_order(a: re.Pattern[bytes], b: re.Pattern[bytes], text: bytes) -> list[re.Match[bytes]]:
     """The matches of two patterns in file order (per-batch rows and the epoch summaries between them)."""
     return sorted([*a.finditer(text), *b.finditer(text)], key=lambda m: m.start())
@@ -1151,10 +1158,7 @@ def parse_mxnet(text: bytes, first_line: int, st: StepState, out: Collector,
                            canon_of=lambda k: "loss" if k.lower() in _MX_LOSS else None)
                 _mark(st, steps, used, m.start(), step, "mxnet")
             continue
-        cur = st.epoch_base.get("mxnet")
-        step = cur[1] + cur[2] if cur is not None and cur[0] == int(m[1]) else st.last_step
-        if step is None:
-            step = int(m[1])
+        step = epoch_end_step(st, "mxnet", int(m[1]))
         name = m[3].decode()
         key = f"{m[2].decode().lower()}-{name}"
         out.add(step, key, float(m[4]), lines.at(m.start()))
@@ -1202,10 +1206,7 @@ def parse_espnet(text: bytes, first_line: int, st: StepState, out: Collector,
                     _add_pairs(out, step, lines.at(m.start()), [(f"{section}_{k}", v) for k, v in pairs])
                 _mark(st, steps, used, m.start(), step, "espnet")
             continue
-        cur = st.epoch_base.get("espnet:train")
-        step = cur[1] + cur[2] if cur is not None and cur[0] == int(m[1]) else st.last_step
-        if step is None:
-            step = int(m[1])
+        step = epoch_end_step(st, "espnet:train", int(m[1]))
         line = lines.at(m.start())
         for sec in _ESPNET_SECTION.finditer(m[2]):
             section = sec[1].decode()
@@ -1362,19 +1363,16 @@ def parse_epoch_batch(text: bytes, first_line: int, st: StepState, out: Collecto
         m = _EPOCH_BATCH.search(text, ls, le)
         if m is None or b" | " in text[m.end():le]:
             continue  # "Epoch 0/1 | Batch 0/N | Train Loss x | Learning Rate y": the pipe-row reader's (two-word keys)
-        pairs = [(key_str(k3 or k2 or k1), v) for k3, k2, k1, v in _GENERIC_PAIR.findall(text, m.end(), le)]
-        pairs = [(k, v) for k, v in pairs if k.lower() not in _GENERIC_SKIP_KEYS and k.lower() not in ("epoch", "batch")]
+        pairs = [(k, v) for k, v in generic_pairs(text[m.end():le]) if k.lower() not in ("epoch", "batch")]
         if not any(is_loss_like(k) for k, _ in pairs):
             continue
         step = epoch_step(st, "epoch_batch", int(m[1]), int(m[2])) if m[1] is not None else int(m[2])
         line = lines.at(ls)
         for k, v in pairs:
             norm = k.replace(" ", "_")
-            low = norm.lower()
-            if low in _TRAIN_LOSS_KEYS:  # "Train Loss nan": the step's loss, as the generic parser reads it
-                out.metric_override[norm] = "loss"
-            elif low in _EVAL_LOSS_KEYS:
-                out.metric_override[norm] = "eval_loss"
+            canon = loss_key_metric(norm.lower())  # "Train Loss nan": the step's loss, as the generic parser reads it
+            if canon is not None:
+                out.metric_override[norm] = canon
             out.add(step, norm, float(v), line)
         _mark(st, steps, used, ls, step)
 

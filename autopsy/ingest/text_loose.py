@@ -89,7 +89,6 @@ _BAR = re.compile(rb"\d{1,3}%\|[^|\r\n]{0,400}\|\s*(\d+)/(?:\d+|\?)\s*\[")
 _EPOCH = re.compile(rb"\b(?:[Ee]poch|EPOCH)\b\s*[:=#]?\s*\[?\s*(\d+)")
 _OTHER_PAIRS = re.compile(
     rb"(?<![\w/.-])((?i:lr|learning[_ ]rate|grad[_ ]norm|gnorm))[ \t]*(?:[:=][ \t]*|[ \t])(" + NUM + rb")(?![\w.])")
-_DIGITS = re.compile(rb"\d+")
 #: the values in a line's layout: digits and the non-finite words a value may be printed as (``nan``, ``-inf``), so
 #: a line whose loss went NaN keeps the layout of the lines before it
 _LAYOUT_VALUES = re.compile(rb"\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|(?<![A-Za-z])-?(?:nan|NaN|NAN|inf|Inf|INF)(?![A-Za-z])")

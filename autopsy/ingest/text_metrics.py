@@ -650,9 +650,7 @@ def parse_generic(text: bytes, first_line: int, st: StepState, out: Collector,
             continue
         seen.add(ls)
         le = line_end(text, m.end())
-        rest = text[m.end():min(le, m.end() + 4000)]
-        pairs = [(key_str(k3 or k2 or k1), v) for k3, k2, k1, v in _GENERIC_PAIR.findall(rest)]
-        pairs = [(k, v) for k, v in pairs if k.lower() not in _SKIP_KEYS]
+        pairs = generic_pairs(text[m.end():min(le, m.end() + 4000)])
         if not any(is_loss_like(k) for k, _ in pairs):
             continue
         step = int(m[1])
@@ -666,12 +664,21 @@ def parse_generic(text: bytes, first_line: int, st: StepState, out: Collector,
                 # train split, printed beside the per-iteration ``iter N: loss X`` of the same step; kept apart
                 norm = EVAL_TRAIN_KEY_PREFIX + norm
                 out.metric_override[norm] = "eval_train_loss"
-            elif low in _TRAIN_LOSS_KEYS:
-                out.metric_override[norm] = "loss"
-            elif low in _EVAL_LOSS_KEYS:
-                out.metric_override[norm] = "eval_loss"
+            elif (canon := loss_key_metric(low)) is not None:
+                out.metric_override[norm] = canon
             out.add(step, norm, float(v), line)
         _mark_step(st, steps, used, m.start(), step)
+
+
+def generic_pairs(rest: bytes) -> list[tuple[str, bytes]]:
+    """The ``key value`` pairs after a line's counter, as the generic parser reads them (its skip keys left out)."""
+    pairs = [(key_str(k3 or k2 or k1), v) for k3, k2, k1, v in _GENERIC_PAIR.findall(rest)]
+    return [(k, v) for k, v in pairs if k.lower() not in _SKIP_KEYS]
+
+
+def loss_key_metric(low: str) -> str | None:
+    """The metric of a counter line's train or held-out loss key (``train_loss`` -> loss, ``val_loss`` -> eval_loss)."""
+    return "loss" if low in _TRAIN_LOSS_KEYS else "eval_loss" if low in _EVAL_LOSS_KEYS else None
 
 
 #: keys of the generic parser's per-iteration training loss (``step 10 | train loss 2.3``, llm.c, minGPT)
