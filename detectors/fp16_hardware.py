@@ -23,10 +23,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-import numpy as np
-
 from autopsy.model import Evidence, Finding, Run
-from detectors._common import loss_like, nonfinite_onset, points
+from detectors._common import loss_like, nonfinite_onset
 from detectors._facts import fact_bool, fact_evidence, fact_str
 
 CODE = "HW002"
@@ -52,16 +50,9 @@ def _fp16(run: Run) -> Evidence | None:
 
 
 def _nonfinite_losses(run: Run) -> Evidence | None:
+    """The run's non-finite onset as NUM001 sees it: grad_norm blips the loss scaler skipped are not one."""
     onset = nonfinite_onset(run)
-    if onset is not None:
-        return onset.evidence
-    for metric in run.metrics():
-        if loss_like(metric):
-            pts = points(run, metric)
-            bad = np.flatnonzero(~pts.finite)
-            if bad.size:
-                return pts[int(bad[0])].evidence(f"{metric} non-finite at step {pts[int(bad[0])].step}")
-    return None
+    return onset.evidence if onset is not None else None
 
 
 def detect(run: Run) -> Iterable[Finding]:
