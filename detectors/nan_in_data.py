@@ -115,11 +115,17 @@ def _one_term_nan(run: Run, onset: Onset) -> Finding | None:
         (s0, others0), (s1, _) = partial[0], partial[-1]
         p0 = pts[int(np.flatnonzero(pts.steps == s0)[0])]
         beside = ", ".join(f"{m} {fmt(float(terms[m].values[terms[m].steps == s0][0]))}" for m in others0[:4])
+        # the terms finite at every one of those logs (another term may follow it into NaN later)
+        steady = [m for m in others0 if all(m in o for _, o in partial)]
+        kept = (f"{', '.join(steady[:3])} stay{'s' if len(steady) == 1 else ''} finite" if steady
+                else "other terms finite beside it")
         box = re.search(r"(?i)box|bbox|reg|iou|loc", name) is not None
         return Finding(
             code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.6,
-            title=f"Only {name} goes non-finite (steps {s0}..{s1}); {', '.join(others0[:3])} stay finite",
-            message=(f"{name} is non-finite at {len(partial)} logs from step {s0} while {', '.join(others0[:4])} at the "
+            title=(f"Only {name} goes non-finite" if steady == others0 else f"{name} goes non-finite first")
+                  + f" (steps {s0}..{s1}); {kept}",
+            message=(f"{name} is non-finite at {len(partial)} logs from step {s0} while "
+                     + (', '.join(steady[:4]) if steady else "other terms") + " at the "
                      "same logs are finite: the shared weights still compute, so the NaN comes from that term's inputs "
                      "on some samples" + (" (a box with zero or negative width/height, whose log-space regression target "
                                           "is -inf or NaN)" if box else "") + "."),

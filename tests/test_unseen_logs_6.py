@@ -241,6 +241,9 @@ def test_loose_loss_lines_whose_values_turn_nan_are_one_layout_with_their_terms(
     assert loss[:2] == [1.883, 1.884] and len(loss) == 4
     assert _series(a, "class_loss")[:2] == [0.458, 0.458] and _series(a, "reg_loss") == [0.024] * 4
     assert _verdict(a)[0] == "failed"  # one term NaN while the others compute: the data, not the optimisation
+    data = [f for f in a.diagnosis.findings if f.code == "DATA001"]
+    # tem_loss follows class_loss into NaN at the next log: only reg_loss stays finite through both
+    assert data and data[0].title == "class_loss goes non-finite first (steps 3..4); reg_loss stays finite"
 
 
 def test_one_pair_detail_lines_under_a_step_line_take_its_step(tmp_path: Path):
