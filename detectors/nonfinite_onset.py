@@ -109,6 +109,12 @@ def _skipped_steps(run: Run) -> Iterable[Finding]:
     if not bad_idx.size or transient_first_gradnorm(gn) or gradnorm_failure(run, gn):
         return
     n_bad, b0 = int(bad_idx.size), gn[int(bad_idx[0])]
+    evidence = [b0.evidence(f"grad_norm = {fmt(b0.value)} at step {b0.step}")]
+    loss = points(run, "loss")
+    later = np.flatnonzero(loss.steps > b0.step) if len(loss) else loss.steps
+    if not gn.finite[-1] and len(later):  # the claim rests on the losses logged after the first bad grad_norm
+        a0 = loss[int(later[0])]
+        evidence.append(a0.evidence(f"loss {fmt(a0.value)} at step {a0.step}, after it: finite, no higher than before"))
     yield Finding(
         code=CODE, name=SLUG, root_cause=None, severity="warning", confidence=0.6,
         title=f"{n_bad} of {len(gn)} grad_norm logs non-finite while the loss stays finite",
@@ -116,7 +122,7 @@ def _skipped_steps(run: Run) -> Iterable[Finding]:
                  + ("and finite at the end" if gn.finite[-1] else "while every loss logged after it stays finite, so "
                     "those updates never reached the weights")
                  + "; with fp16 AMP these are steps the loss scaler skipped, which is normal when rare."),
-        first_step=b0.step, evidence=[b0.evidence(f"grad_norm = {fmt(b0.value)} at step {b0.step}")],
+        first_step=b0.step, evidence=evidence,
         remedies=["Nothing to do if it stays rare; if it grows, switch to bf16 or lower the learning rate."],
         basis="symptom", symptom="skipped_steps",
     )

@@ -130,6 +130,7 @@ def test_nan_grad_norm_with_the_loss_still_finite_and_falling_after_it_is_skippe
     assert _verdict(a)[0] == "healthy"
     warn = [f for f in a.diagnosis.findings if f.code == "NUM001"]
     assert warn and warn[0].severity == "warning" and "never reached the weights" in warn[0].message
+    assert any(e.detail.startswith("loss 2.457 at step 250") for e in warn[0].evidence)  # the loss the claim rests on
 
 
 def test_nan_grad_norm_followed_by_a_nan_loss_was_applied(tmp_path: Path):
