@@ -97,6 +97,12 @@ def canonical(key: str) -> str:
 #: logs no ``loss`` itself (``autopsy.ingest.base.RunBuilder``)
 TOTAL_LOSS_NAMES = frozenset({"total_loss", "total loss", "totalloss", "loss_total", "total_losses", "losses",
                               "train_total_loss", "overall_loss"})
+#: names of a running or per-step training loss a trainer prints instead of ``loss``: kohya sd-scripts' bar postfix
+#: ``avr_loss`` (the epoch's running mean), diffusers' example scripts ``step_loss``, litgpt ``loss train:``, and the
+#: averages hand-written loops print. The run's loss when it logs neither ``loss`` nor a total, and only one of these
+RUNNING_LOSS_NAMES = frozenset({"avr_loss", "avg_loss", "loss_avg", "average_loss", "step_loss", "loss_train",
+                                "mean_loss", "loss_mean", "running_loss", "batch_loss", "train_avg_loss",
+                                "avg_train_loss", "train_batch_loss"})
 
 #: metrics that detectors treat as "the" training loss signal
 LOSS_METRICS = ("loss",)

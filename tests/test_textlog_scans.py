@@ -16,7 +16,7 @@ from autopsy.ingest.text_metrics import _generic_counters, finditer_at, literal_
 
 OLD_VERL = re.compile(rb"(?m)(?:^|(?<=[\s\]:|]))step:(\d+) - ([^\n\r]{0,20000})")
 OLD_GENERIC = re.compile(
-    rb"\b(?:[Ss]tep|STEP|[Ii]ter|ITER|[Ii]teration|global_step|[Ii]ters)\b\s*[:=#]?\s*\[?\s*(\d+)(?:\s*/\s*\d+)?\]?")
+    rb"\b(?:[Ss]tep|STEP|[Ii]ter|ITER|[Ii]teration|global_step|[Ii]ters)\b\s*[:=#]?\s*\[?\s*(\d+)(?:\s*/\s*(\d+))?\]?")
 
 _WORDS = [b"step", b"Step", b"STEP", b"iter", b"Iter", b"ITER", b"iters", b"Iters", b"iteration", b"Iteration",
           b"global_step", b"xstep", b"step_", b"Epoch", b"Iter(train)", b"[rank0]:", b"[Rank 3]", b"[RANK_1]",

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from autopsy.metrics import TOTAL_LOSS_NAMES, canonical
+from autopsy.metrics import RUNNING_LOSS_NAMES, TOTAL_LOSS_NAMES, canonical
 from autopsy.model import Artifact, ArtifactStatus, Event, Run, empty_scalars, relpath
 
 #: Source kinds in order of trust when several hold the same series (lower = preferred).
@@ -277,11 +277,14 @@ class RunBuilder:
 
     def _promote_total_loss(self) -> None:
         """A run that logs no ``loss`` but one total (``total_loss``, ``losses``: the sum its optimizer steps on)
-        has that total as its loss: detectors read ``loss``. Two different totals stay as they are (no guess)."""
+        has that total as its loss: detectors read ``loss``. Failing a total, one running or per-step loss
+        (``avr_loss``, ``step_loss``: ``RUNNING_LOSS_NAMES``) is. Two candidates stay as they are (no guess)."""
         names = {m for s in self._sources.values() for m in s.blocks}
         if "loss" in names:
             return
         totals = [m for m in names if m.lower() in TOTAL_LOSS_NAMES]
+        if not totals:
+            totals = [m for m in names if m.lower() in RUNNING_LOSS_NAMES]
         if len(totals) != 1:
             return
         for s in self._sources.values():

@@ -52,6 +52,7 @@ from autopsy.ingest.text_metrics import (
     is_loss_like,
     line_end,
     line_start,
+    epoch_local_step,
     loss_key_metric,
 )
 
@@ -391,7 +392,9 @@ def parse_torchtune(text: bytes, first_line: int, st: StepState, out: Collector,
 
 # -- Keras ---------------------------------------------------------------------------------------
 
-_KERAS_EPOCH = re.compile(rb"Epoch (\d+)/(\d+)")
+#: (not glued to a value before it: ``- loss: nanEpoch 1/1000`` is a nested fit's header printed mid-row, and
+#: the rows after it still belong to the outer epoch)
+_KERAS_EPOCH = re.compile(rb"(?<![\w.])Epoch (\d+)/(\d+)")
 _KERAS_ROW = re.compile(rb"(?<![\w/])(\d+)/(\d+) (?:\[[=>.]*\]|(?:\xe2\x94[\x81\x80])+)([^\r\n]{0,4000})")
 #: a value ends at a non-word character, or where TerminateOnNaN glued its message: ``loss: 44.4110Batch 3: Invalid loss``
 _KERAS_PAIR = re.compile(rb" - ([\w/]+): (" + NUM + rb")(?:(?![\w.])|(?=Batch \d))")
@@ -1377,6 +1380,77 @@ def parse_epoch_batch(text: bytes, first_line: int, st: StepState, out: Collecto
         _mark(st, steps, used, ls, step)
 
 
+# -- Marian NMT -----------------------------------------------------------------------------------------
+
+#: ``src/training/scheduler.h`` ``update``: ``Ep. {} : Up. {} : Sen. {} : Cost {} : Time {:.2f}s : {:.2f} words/s``
+#: then ``: gNorm {:.4f}`` and ``: L.r. {:.4e}`` when reported; the cost may carry ``* labels @ batch after total``
+#: (``--disp-label-counts``). ``validate``: ``Ep. {} : Up. {} : {type} : {value} : new best`` or ``: stalled {} times``
+_MARIAN = re.compile(rb"\bEp\. [\d.]+ : Up\. (\d+) : Sen\. [\d,]+ : Cost (" + NUM + rb")([^\r\n]{0,400})")
+_MARIAN_EXTRA = re.compile(rb": (gNorm|L\.r\.) (" + NUM + rb")")
+_MARIAN_VALID = re.compile(rb"\bEp\. [\d.]+ : Up\. (\d+) : ([\w-]{1,40}) : (" + NUM + rb") : (?:new best|stalled)")
+#: validator types whose value is a loss (``cross-entropy``, ``ce-mean-words``, ``ce-sum``), else kept by name
+_MARIAN_LOSS_TYPES = {"cross-entropy", "ce-mean-words", "ce-mean", "ce-sum"}
+
+
+def parse_marian(text: bytes, first_line: int, st: StepState, out: Collector,
+                 steps: StepMarks, used: Used) -> None:
+    """The cost (the training loss, averaged since the last display) per update; gNorm and L.r. beside it;
+    validation scores at their update, a cross-entropy validator as the eval loss."""
+    if not has(text, b" : Up. "):
+        return
+    lines = Lines(text, first_line)
+    for m in _MARIAN.finditer(text):
+        step = int(m[1])
+        pairs = [("cost", m[2])] + [(k.decode(), v) for k, v in _MARIAN_EXTRA.findall(m[3])]
+        _add_pairs(out, step, lines.at(m.start()), pairs,
+                   {"cost": "loss", "gNorm": "grad_norm", "L.r.": "learning_rate"})
+        _mark(st, steps, used, m.start(), step, "marian")
+    for m in _MARIAN_VALID.finditer(text):
+        kind = m[2].decode()
+        key = "valid_" + kind
+        out.add(int(m[1]), key, float(m[3]), lines.at(m.start()))
+        out.metric_override[key] = "eval_loss" if kind in _MARIAN_LOSS_TYPES else "eval_" + kind.replace("-", "_")
+        used.add(m.start())
+        st.frameworks.add("marian")
+
+
+# -- MindSpore -----------------------------------------------------------------------------------------
+
+#: ``mindspore/train/callback/_loss_monitor.py`` ``LossMonitor``: ``epoch: %s step: %s, loss is %s`` (the step counted
+#: within the epoch; model-zoo copies add `` global_step: %s``); the docs' hand-written loops print
+#: ``epoch: %s, step: %s, loss is %s`` or ``step: %s, loss is %s``. The loss may print as a Tensor
+#: (``Tensor(shape=[], dtype=Float32, value= 2.30)``), first of a loss-scale cell's (loss, overflow, scale) tuple.
+_MS_LOSS = re.compile(rb"(?:\bepoch: (\d+),? )?\bstep: (\d+),?(?: global_step: (\d+),?)? loss is (?:\(?Tensor\(shape=\[[\d, ]*\], "
+                      rb"dtype=\w+, value=\s*\[?\s*)?(" + NUM + rb")")
+#: the overflow flag and loss scale a loss-scale cell returns beside the loss, when the whole tuple is printed
+_MS_SCALE = re.compile(rb"dtype=Bool, value= ?(True|False)\), Tensor\(shape=\[[\d, ]*\], dtype=\w+, value= ?(" + NUM + rb")")
+#: ``LossMonitor`` raises ``ValueError("epoch: {} step: {}. Invalid loss, terminating training.")`` on NaN or Inf
+_MS_INVALID = re.compile(rb"\bepoch: (\d+) step: (\d+)\. Invalid loss, terminating training")
+
+
+def parse_mindspore(text: bytes, first_line: int, st: StepState, out: Collector,
+                    steps: StepMarks, used: Used) -> None:
+    """Loss lines at ``global_step`` when printed, else at ``epoch_local_step`` (the step restarts each epoch);
+    LossMonitor's "Invalid loss" error records the non-finite loss it stopped on, at its step."""
+    if not has(text, b"loss is") and not has(text, b"Invalid loss"):
+        return
+    lines = Lines(text, first_line)
+    for m in _MS_LOSS.finditer(text):
+        local = int(m[2])
+        step = int(m[3]) if m[3] else epoch_local_step(st, "mindspore", int(m[1]), local, None) if m[1] else local
+        line = lines.at(m.start())
+        out.add(step, "loss", float(m[4]), line)
+        sc = _MS_SCALE.search(text, m.end(), line_end(text, m.end()))
+        if sc is not None:
+            out.add(step, "overflow", 1.0 if sc[1] == b"True" else 0.0, line)
+            out.add(step, "loss_scale", float(sc[2]), line)
+        _mark(st, steps, used, m.start(), step, "mindspore")
+    for m in _MS_INVALID.finditer(text):
+        step = epoch_local_step(st, "mindspore", int(m[1]), int(m[2]), None)
+        out.add(step, "loss", math.nan, lines.at(m.start()))
+        _mark(st, steps, used, m.start(), step, "mindspore")
+
+
 #: (parser, letters a chunk needs first) in the order they run, before the generic parser
 FORMAT_PARSERS = (
     (parse_json_lines, (b"",)),
@@ -1389,6 +1463,8 @@ FORMAT_PARSERS = (
     (parse_caffe, (b"Iteration",)),
     (parse_opennmt, (b"accppl", b"Validationperplexity", b"Validationaccuracy", b"Trainperplexity")),
     (parse_darknet, (b"ratesecondsimages",)),
+    (parse_marian, (b"EpUpSenCost", b"EpUpnewbest", b"EpUpstalled")),
+    (parse_mindspore, (b"steplossis", b"Invalidloss")),
     (parse_mxnet, (b"samplessec", b"EpochValidation", b"EpochTrain")),
     (parse_espnet, (b"epochtrain", b"epochvalid", b"epochresults")),
     (parse_wenet, (b"TRAINBatch", b"CVBatch")),

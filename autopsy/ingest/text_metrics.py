@@ -572,7 +572,9 @@ def parse_lightning(text: bytes, first_line: int, st: StepState, out: Collector,
 #: to those letters instead of trying every byte (3x faster on a big log, same matches)
 _GENERIC_COUNTER = re.compile(
     rb"(?:S(?<!\wS)(?:tep|TEP)|s(?<!\ws)tep|I(?<!\wI)(?:ter|TER|teration|ters)|i(?<!\wi)(?:ter|teration|ters)|"
-    rb"g(?<!\wg)lobal_step)\b\s*[:=#]?\s*\[?\s*(\d+)(?:\s*/\s*\d+)?\]?")
+    rb"g(?<!\wg)lobal_step)\b\s*[:=#]?\s*\[?\s*(\d+)(?:\s*/\s*(\d+))?\]?")
+#: an epoch counter before a line's step counter (``epoch: [12/20] step: [700/4468]``, ``Epoch 3 | step 40``)
+_EPOCH_BEFORE = re.compile(rb"\b[Ee](?:poch|POCH)\b\W{0,3}(\d+)")
 #: (a key and its value may be quoted: PaddleDetection's static trainer prints ``'loss_cls': '1.144142'``)
 _GENERIC_PAIR = re.compile(
     rb"(?<![\w/.-])(?:((?:[Tt]rain|[Vv]al|[Vv]alid|[Ee]val|[Tt]est|lm) [A-Za-z][\w/.-]{0,20})\s*(?:[:=]\s*|\s)|"
@@ -654,6 +656,9 @@ def parse_generic(text: bytes, first_line: int, st: StepState, out: Collector,
         if not any(is_loss_like(k) for k, _ in pairs):
             continue
         step = int(m[1])
+        ep = _EPOCH_BEFORE.search(text, ls, m.start()) if m.start() > ls else None
+        if ep is not None:
+            step = epoch_local_step(st, "generic", int(ep[1]), step, int(m[2]) if m[2] else None)
         line = lines.at(m.start())
         norms = [k.replace(" ", "_") for k, _ in pairs]
         evaluation = _is_eval_line(norms)
@@ -670,9 +675,51 @@ def parse_generic(text: bytes, first_line: int, st: StepState, out: Collector,
         _mark_step(st, steps, used, m.start(), step)
 
 
+def epoch_local_step(st: StepState, fmt: str, epoch: int, local: int, total: int | None) -> int:
+    """A step for a counter printed after an epoch number, which may count the whole run (``Epoch 2 | step 5001``)
+    or restart every epoch (mindocr ``epoch: [13/20] step: [100/4468]``). It is read as printed until an epoch
+    change finds it lower than the last epoch's highest: from then on each later epoch adds the one before's
+    batches (its printed total when the counter has one, else the highest counter seen in it). An epoch number
+    that goes back is a rerun: counting starts again."""
+    cur = st.epoch_base.get(fmt)  # [epoch, base, highest local in this epoch, restarts (0/1)]
+    if cur is None or epoch < cur[0]:
+        cur = [epoch, 0, local, 0]
+    elif epoch > cur[0]:
+        restarts = cur[3] or local < cur[2]
+        base = cur[1] + (total if total else cur[2]) * (epoch - cur[0] if total else 1) if restarts else 0
+        cur = [epoch, base, local, int(restarts)]
+    else:
+        cur[2] = max(cur[2], local)
+    st.epoch_base[fmt] = cur
+    return cur[1] + local
+
+
+#: words that make the loss after them a held-out one (``step 500, training mse loss 2.5, val mse loss 2.6``)
+_HELD_OUT_WORD = re.compile(rb"(?i)\b(?:val|valid|validation|eval|evaluation|test|dev)\b")
+#: a break between two pairs (the words after it belong to the next pair)
+_PAIR_BREAK = re.compile(rb"[,;|]")
+
+
 def generic_pairs(rest: bytes) -> list[tuple[str, bytes]]:
-    """The ``key value`` pairs after a line's counter, as the generic parser reads them (its skip keys left out)."""
-    pairs = [(key_str(k3 or k2 or k1), v) for k3, k2, k1, v in _GENERIC_PAIR.findall(rest)]
+    """The ``key value`` pairs after a line's counter, as the generic parser reads them (its skip keys left out).
+
+    A one-word loss key with words before it since the last pair names its split there (``val mse loss 2.6``:
+    ``val_loss``), so a held-out loss printed as a phrase is not read as the training loss."""
+    pairs = []
+    end = 0
+    for m in _GENERIC_PAIR.finditer(rest):
+        k3, k2, k1 = m[1], m[2], m[3]
+        key = key_str(k3 or k2 or k1)
+        if k1 is not None and not k2 and not k3 and "loss" in key.lower():
+            gap = rest[end:m.start()]
+            brk = None
+            for brk in _PAIR_BREAK.finditer(gap):
+                pass
+            words = gap[brk.end():] if brk is not None else gap
+            if _HELD_OUT_WORD.search(words) and not key.lower().startswith(("val", "eval", "test", "dev")):
+                key = "val_" + key
+        end = m.end()
+        pairs.append((key, m[4]))
     return [(k, v) for k, v in pairs if k.lower() not in _SKIP_KEYS]
 
 

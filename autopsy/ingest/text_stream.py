@@ -39,6 +39,21 @@ def strip_ansi(data: bytes) -> bytes:
     return _ANSI.sub(b"", data) if b"\x1b" in data else data
 
 
+#: full-width punctuation (UTF-8 ``\xef\xbc..``) that logs printed by Chinese-language scripts put between a key and
+#: its value (``Loss\uff1a1.98``, ``loss\uff1a nan\uff0c lr``), as the ASCII the parsers read
+_FULL_WIDTH = {b"\xef\xbc\x9a": b": ", b"\xef\xbc\x8c": b", ", b"\xef\xbc\x88": b"(", b"\xef\xbc\x89": b")",
+               b"\xef\xbc\x9b": b"; "}
+
+
+def ascii_punctuation(data: bytes) -> bytes:
+    """``data`` with full-width colons, commas, semicolons and parentheses as ASCII (line breaks unchanged)."""
+    if b"\xef\xbc" not in data:
+        return data
+    for wide, narrow in _FULL_WIDTH.items():
+        data = data.replace(wide, narrow)
+    return data
+
+
 def _last_break(buf: bytes | bytearray) -> int:
     return max(buf.rfind(b"\n"), buf.rfind(b"\r"))
 
@@ -79,7 +94,7 @@ def iter_chunks(fh: BinaryIO, block_bytes: int = BLOCK_BYTES, line_cap: int = LI
                 return
             continue
         nul = buf.count(b"\x00") if b"\x00" in buf else 0  # the test is a memchr: most blocks have none
-        text = strip_ansi(bytes(buf))
+        text = ascii_punctuation(strip_ansi(bytes(buf)))
         if nul:
             text = text.replace(b"\x00", b"")
         yield Chunk(text, line_no, truncated, nul if nul > len(buf) * NUL_FRACTION else 0)

@@ -1,0 +1,232 @@
+"""Console formats and phrasings the reader missed (Marian, MindSpore, epoch-local step counters, held-out
+losses said as a phrase, full-width punctuation, running-loss names, a Keras header glued mid-row), each from
+a thread's pasted log or the framework's print format (source above each): the points land at the step the
+framework counts, NaN is kept."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from autopsy.ingest.text_metrics import StepState, epoch_local_step, generic_pairs
+from autopsy.ingest.text_stream import ascii_punctuation
+from tests.test_unseen_logs import _run, _series, _verdict
+
+
+def _steps(a, metric: str) -> list[int]:
+    df = a.run.scalars
+    return sorted(df[df["metric"] == metric]["step"].tolist())
+
+
+# -- Marian NMT ----------------------------------------------------------------------------------------
+
+# https://github.com/marian-nmt/marian/issues/120 (Marian 1.x: no gNorm/L.r.), then the same format going NaN
+# (``LOG(info, "Ep. {} : Up. {} : Sen. {} : Cost {:.2f} : Time {} : {:.2f} words/s", ...)``, fmt prints ``nan``)
+MARIAN_OLD = """\
+[2017-10-18 18:14:31] Ep. 7 : Up. 306350 : Sen. 5630845 : Cost 34.46 : Time 6.91s : 13596.73 words/s
+[2017-10-18 18:14:37] Ep. 7 : Up. 306360 : Sen. 5635375 : Cost 41.04 : Time 6.20s : 14970.67 words/s
+[2017-10-18 18:14:43] Ep. 7 : Up. 306370 : Sen. 5640755 : Cost nan : Time 5.84s : 14396.02 words/s
+[2017-10-18 18:14:48] Ep. 7 : Up. 306380 : Sen. 5645115 : Cost nan : Time 5.46s : 13058.30 words/s
+"""
+
+# https://github.com/marian-nmt/marian-dev/issues/195 (label counts after the cost, and the L.r. report);
+# validation lines as scheduler.h's validate() prints them
+MARIAN_LR = """\
+[2018-02-22 20:39:54] Ep. 1 : Up. 500 : Sen. 350559 : Cost 9.89 * 10696858 : Time 482.42s : 22173.46 words/s : L.r. 9.3750e-06
+[2018-02-22 20:47:18] Ep. 1 : Up. 1000 : Sen. 699788 : Cost 8.54 * 10581251 : Time 444.68s : 23794.96 words/s : L.r. 1.8750e-05
+[2018-02-22 20:54:42] Ep. 1 : Up. 1500 : Sen. 1047256 : Cost 7.92 * 10575207 : Time 443.88s : 23824.48 words/s : L.r. 2.8125e-05
+[2018-02-22 20:55:10] [valid] Ep. 1 : Up. 1500 : cross-entropy : 210.5 : new best
+[2018-02-22 20:55:40] [valid] Ep. 1 : Up. 1500 : perplexity : 35.2 : stalled 1 times (last best: 34.9)
+"""
+
+
+def test_marian_cost_is_the_loss_at_its_update_and_nan_is_kept(tmp_path: Path):
+    a = _run(tmp_path, MARIAN_OLD)
+    loss = _series(a, "loss")
+    assert loss[:2] == [34.46, 41.04] and all(math.isnan(x) for x in loss[2:])
+    assert _steps(a, "loss") == [306350, 306360, 306370, 306380]
+    num = [f for f in a.diagnosis.findings if f.code == "NUM001"]
+    assert num and num[0].first_step == 306370
+
+
+def test_marian_label_counts_lr_and_validators(tmp_path: Path):
+    a = _run(tmp_path, MARIAN_LR)
+    assert _series(a, "loss") == [9.89, 8.54, 7.92]
+    assert _series(a, "learning_rate") == [9.375e-06, 1.875e-05, 2.8125e-05]
+    assert _series(a, "eval_loss") == [210.5] and _steps(a, "eval_loss") == [1500]
+    assert _series(a, "eval_perplexity") == [35.2]
+
+
+# -- MindSpore -----------------------------------------------------------------------------------------
+
+# mindspore/train/callback/_loss_monitor.py: print("epoch: %s step: %s, loss is %s" % (epoch, step_in_epoch, loss)),
+# and on a NaN/Inf loss: raise ValueError("epoch: {} step: {}. Invalid loss, terminating training.")
+MINDSPORE = """\
+epoch: 1 step: 1874, loss is 0.3104
+epoch: 1 step: 1875, loss is 0.2104
+epoch: 2 step: 1, loss is 0.1904
+epoch: 2 step: 2, loss is 0.1804
+Traceback (most recent call last):
+ValueError: epoch: 2 step: 3. Invalid loss, terminating training.
+"""
+
+# a loss-scale cell's (loss, overflow, scale) tuple printed whole (TrainOneStepWithLossScaleCell outputs)
+MINDSPORE_TUPLE = """\
+epoch: 1 step: 10, loss is (Tensor(shape=[1], dtype=Float32, value= [ 1.03e+01]), Tensor(shape=[], dtype=Bool, value= False), Tensor(shape=[], dtype=Float32, value= 65536))
+epoch: 1 step: 11, loss is (Tensor(shape=[1], dtype=Float32, value= [ nan]), Tensor(shape=[], dtype=Bool, value= True), Tensor(shape=[], dtype=Float32, value= 32768))
+"""
+
+
+def test_mindspore_loss_monitor_steps_restart_each_epoch_and_invalid_loss_is_nan(tmp_path: Path):
+    a = _run(tmp_path, MINDSPORE)
+    assert _steps(a, "loss") == [1874, 1875, 1876, 1877, 1878]
+    loss = _series(a, "loss")
+    assert loss[:4] == [0.3104, 0.2104, 0.1904, 0.1804] and math.isnan(loss[4])
+    assert _verdict(a)[0] != "healthy"
+
+
+def test_mindspore_loss_scale_tuple(tmp_path: Path):
+    a = _run(tmp_path, MINDSPORE_TUPLE)
+    loss = _series(a, "loss")
+    assert loss[0] == 10.3 and math.isnan(loss[1])
+    assert _series(a, "loss_scale") == [65536.0, 32768.0]
+    assert _series(a, "overflow") == [0.0, 1.0]
+
+
+def test_a_sentence_with_loss_is_is_not_a_mindspore_row(tmp_path: Path):
+    a = _run(tmp_path, "In this step: the loss is what we minimise\n")
+    assert a.run.scalars.empty
+
+
+# -- counters that restart every epoch -------------------------------------------------------------
+
+# https://github.com/mindspore-lab/mindocr/issues/670 (mindocr callbacks: step counted within the epoch); the last
+# two lines are the same format after the epoch change
+MINDOCR = """\
+[2024-03-04 12:02:42] mindocr.utils.callbacks INFO - epoch: [12/20] step: [700/4468], loss: 19.327375, lr: 0.000793, per step time: 223.489 ms, fps per card: 4.47 img/s
+[2024-03-04 12:03:04] mindocr.utils.callbacks INFO - epoch: [12/20] step: [800/4468], loss: 14.977672, lr: 0.000792, per step time: 215.858 ms, fps per card: 4.63 img/s
+[2024-03-04 12:26:04] mindocr.utils.callbacks INFO - epoch: [13/20] step: [100/4468], loss: nan, lr: 0.000791, per step time: 214.546 ms, fps per card: 4.66 img/s
+[2024-03-04 12:26:26] mindocr.utils.callbacks INFO - epoch: [13/20] step: [200/4468], loss: nan, lr: 0.000790, per step time: 220.665 ms, fps per card: 4.53 img/s
+"""
+
+
+def test_a_step_counter_that_restarts_after_an_epoch_number_keeps_counting(tmp_path: Path):
+    a = _run(tmp_path, MINDOCR)
+    assert _steps(a, "loss") == [700, 800, 4468 + 100, 4468 + 200]
+    loss = _series(a, "loss")
+    assert loss[:2] == [19.327375, 14.977672] and all(math.isnan(x) for x in loss[2:])
+    num = [f for f in a.diagnosis.findings if f.code == "NUM001"]
+    assert num and num[0].first_step == 4568
+
+
+def test_a_global_step_after_an_epoch_number_is_read_as_printed():
+    st = StepState()
+    got = [epoch_local_step(st, "generic", e, s, None) for e, s in [(1, 4990), (1, 5000), (2, 5001), (2, 5100),
+                                                                  (3, 10001)]]
+    assert got == [4990, 5000, 5001, 5100, 10001]
+
+
+def test_an_epoch_local_counter_without_a_total_adds_each_epochs_highest():
+    st = StepState()
+    got = [epoch_local_step(st, "generic", e, s, None) for e, s in [(0, 10), (0, 20), (1, 10), (1, 30), (2, 10)]]
+    assert got == [10, 20, 30, 50, 60]
+    assert epoch_local_step(st, "generic", 0, 5, None) == 5  # an epoch number going back: a rerun
+
+
+# -- a held-out loss said as a phrase ----------------------------------------------------------------
+
+# https://github.com/yaoyichen/CIKM-Cup-2017/issues/7 ("step 0, training mse loss nan, val mse loss nan"); finite
+# lines of the same format before it
+CIKM = """\
+step 0, training mse loss 2.5, val mse loss 2.6
+step 250, training mse loss 1.5, val mse loss 1.7
+step 500, training mse loss nan, val mse loss nan
+step 750, training mse loss nan, val mse loss nan
+"""
+
+
+def test_val_words_before_a_loss_make_it_the_eval_loss(tmp_path: Path):
+    a = _run(tmp_path, CIKM)
+    assert _steps(a, "loss") == [0, 250, 500, 750]
+    assert _series(a, "loss")[:2] == [2.5, 1.5]
+    assert _series(a, "eval_loss")[:2] == [2.6, 1.7]
+
+
+def test_held_out_words_only_reach_the_loss_after_them():
+    keys = [k for k, _ in generic_pairs(b", val top1 acc 0.5, loss 2.3, held-out test mse loss 2.9")]
+    assert keys == ["acc", "loss", "val_loss"]
+
+
+# -- full-width punctuation --------------------------------------------------------------------------
+
+# https://github.com/xiaotudui/pytorch-tutorial/issues/1 (print("训练次数：{}, Loss：{}".format(...))), then NaN
+CN_LOG = """\
+训练次数：100, Loss：1.9817659854888916
+训练次数：200, Loss：1.9057204723358154
+训练次数：300, Loss：nan
+训练次数：400, Loss：nan
+"""
+
+
+def test_full_width_colons_are_read_like_ascii(tmp_path: Path):
+    a = _run(tmp_path, CN_LOG)
+    loss = _series(a, "loss")
+    assert loss[:2] == [1.9817659854888916, 1.9057204723358154] and all(math.isnan(x) for x in loss[2:])
+    assert _verdict(a)[0] != "healthy"
+
+
+def test_ascii_punctuation_keeps_line_breaks():
+    raw = "a：1，b；2（x）\nc：3\r\n".encode()
+    out = ascii_punctuation(raw)
+    assert out == b"a: 1, b; 2(x)\nc: 3\r\n"
+    assert ascii_punctuation(b"plain: 1\n") == b"plain: 1\n"
+
+
+# -- running-loss names as the run's loss -------------------------------------------------------------
+
+# kohya-ss/sd-scripts train_network.py: progress_bar.set_postfix(**{"avr_loss": avr_loss}) (the epoch's running mean)
+KOHYA = """\
+steps:   1%|▏         | 10/1000 [00:10<16:30,  1.00s/it, avr_loss=0.123]
+steps:   2%|▏         | 20/1000 [00:20<16:20,  1.00s/it, avr_loss=0.119]
+steps:   3%|▎         | 30/1000 [00:30<16:10,  1.00s/it, avr_loss=nan]
+"""
+
+# diffusers examples/text_to_image/train_text_to_image.py: logs = {"step_loss": ..., "lr": ...}; set_postfix(**logs)
+DIFFUSERS = """\
+Steps:   1%|          | 10/1000 [00:10<16:30,  1.00s/it, lr=0.0001, step_loss=0.123]
+Steps:   2%|▏         | 20/1000 [00:20<16:20,  1.00s/it, lr=0.0001, step_loss=0.119]
+Steps:   3%|▎         | 30/1000 [00:30<16:10,  1.00s/it, lr=0.0001, step_loss=nan]
+"""
+
+
+def test_a_running_loss_is_the_loss_when_nothing_else_is(tmp_path: Path):
+    for i, log in enumerate((KOHYA, DIFFUSERS)):
+        d = tmp_path / str(i)
+        d.mkdir()
+        a = _run(d, log)
+        loss = _series(a, "loss")
+        assert loss[:2] == [0.123, 0.119] and math.isnan(loss[2]), i
+
+
+def test_a_running_loss_beside_the_loss_stays_apart(tmp_path: Path):
+    a = _run(tmp_path, "step 1 loss 2.5 avg_loss 2.6\nstep 2 loss 2.4 avg_loss 2.5\n")
+    assert _series(a, "loss") == [2.5, 2.4]
+
+
+# -- Keras header glued to a row ------------------------------------------------------------------------
+
+# https://github.com/kr-colab/ReLERNN/issues/26 (a nested fit's "Epoch 1/1000" printed at the end of the ETA row)
+KERAS_GLUED = """\
+Epoch 308/1000
+ 99/100 [============================>.] - ETA: 2s - loss: 0.2445Epoch 1/1000
+100/100 [==============================] - 328s 3s/step - loss: 0.2445 - val_loss: 0.2342
+Epoch 309/1000
+ 99/100 [============================>.] - ETA: 3s - loss: nanEpoch 1/1000
+100/100 [==============================] - 332s 3s/step - loss: nan - val_loss: nan
+"""
+
+
+def test_a_keras_epoch_header_glued_to_a_value_is_not_an_epoch(tmp_path: Path):
+    a = _run(tmp_path, KERAS_GLUED)
+    assert _steps(a, "loss") == [30800, 30900]
+    assert _steps(a, "eval_loss") == [30800, 30900]
