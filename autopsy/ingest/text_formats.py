@@ -47,12 +47,12 @@ from autopsy.ingest.text_metrics import (
     StepMarks,
     StepState,
     Used,
+    epoch_local_step,
     generic_pairs,
     has,
     is_loss_like,
     line_end,
     line_start,
-    epoch_local_step,
     loss_key_metric,
 )
 

@@ -696,8 +696,6 @@ def epoch_local_step(st: StepState, fmt: str, epoch: int, local: int, total: int
 
 #: words that make the loss after them a held-out one (``step 500, training mse loss 2.5, val mse loss 2.6``)
 _HELD_OUT_WORD = re.compile(rb"(?i)\b(?:val|valid|validation|eval|evaluation|test|dev)\b")
-#: a break between two pairs (the words after it belong to the next pair)
-_PAIR_BREAK = re.compile(rb"[,;|]")
 
 
 def generic_pairs(rest: bytes) -> list[tuple[str, bytes]]:
@@ -712,10 +710,8 @@ def generic_pairs(rest: bytes) -> list[tuple[str, bytes]]:
         key = key_str(k3 or k2 or k1)
         if k1 is not None and not k2 and not k3 and "loss" in key.lower():
             gap = rest[end:m.start()]
-            brk = None
-            for brk in _PAIR_BREAK.finditer(gap):
-                pass
-            words = gap[brk.end():] if brk is not None else gap
+            cut = max(gap.rfind(b","), gap.rfind(b";"), gap.rfind(b"|"))
+            words = gap[cut + 1:]
             if _HELD_OUT_WORD.search(words) and not key.lower().startswith(("val", "eval", "test", "dev")):
                 key = "val_" + key
         end = m.end()
