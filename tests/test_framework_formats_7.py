@@ -230,3 +230,134 @@ def test_a_keras_epoch_header_glued_to_a_value_is_not_an_epoch(tmp_path: Path):
     a = _run(tmp_path, KERAS_GLUED)
     assert _steps(a, "loss") == [30800, 30900]
     assert _steps(a, "eval_loss") == [30800, 30900]
+
+
+# -- GAN loops ---------------------------------------------------------------------------------------------
+
+# https://github.com/junyanz/pytorch-CycleGAN-and-pix2pix/issues/510 (finite rows), then issue 1220's NaN rows; the
+# names are the model's loss_<name> attributes (Visualizer.print_current_losses, written to loss_log.txt)
+CYCLEGAN = """\
+(epoch: 1, iters: 100, time: 0.507, data: 0.091) D_A: 0.201 G_A: 0.297 cycle_A: 4.741 idt_A: 0.712 D_B: 0.250 G_B: 0.422 cycle_B: 2.388 idt_B: 2.395 
+(epoch: 1, iters: 200, time: 0.513, data: 0.001) D_A: 0.111 G_A: 0.589 cycle_A: 2.417 idt_A: 1.068 D_B: 0.263 G_B: 0.449 cycle_B: 2.285 idt_B: 1.070 
+(epoch: 2, iters: 100, time: 0.317, data: 2.125) D_A: nan G_A: nan cycle_A: nan idt_A: nan D_B: nan G_B: nan cycle_B: nan idt_B: nan 
+(epoch: 2, iters: 200, time: 0.320, data: 0.000) D_A: nan G_A: nan cycle_A: nan idt_A: nan D_B: nan G_B: nan cycle_B: nan idt_B: nan 
+"""
+
+
+def test_cyclegan_rows_are_loss_terms_counted_across_epochs(tmp_path: Path):
+    a = _run(tmp_path, CYCLEGAN)
+    assert _series(a, "loss_D_A")[:2] == [0.201, 0.111]
+    assert _steps(a, "loss_cycle_B") == [100, 200, 300, 400]
+    num = [f for f in a.diagnosis.findings if f.code == "NUM001"]
+    assert num and num[0].first_step == 300
+    assert _verdict(a)[0] != "healthy"
+
+
+# pytorch/examples dcgan/main.py: '[%d/%d][%d/%d] Loss_D: %.4f Loss_G: %.4f D(x): %.4f D(G(z)): %.4f / %.4f'
+DCGAN = """\
+[0/25][0/782] Loss_D: 1.8210 Loss_G: 5.1234 D(x): 0.6123 D(G(z)): 0.6000 / 0.0100
+[0/25][781/782] Loss_D: 0.8210 Loss_G: 3.1234 D(x): 0.7123 D(G(z)): 0.3000 / 0.0500
+[1/25][0/782] Loss_D: nan Loss_G: nan D(x): nan D(G(z)): nan / nan
+"""
+
+
+def test_dcgan_rows_count_batches_within_the_epoch(tmp_path: Path):
+    a = _run(tmp_path, DCGAN)
+    assert _steps(a, "Loss_D") == [0, 781, 782]
+    assert _series(a, "Loss_G")[:2] == [5.1234, 3.1234]
+    assert _series(a, "D(x)")[0] == 0.6123
+
+
+# https://github.com/carpedm20/DCGAN-tensorflow/issues/34 ("Epoch: [%2d] [%4d/%4d] time: ..., d_loss: ..., g_loss: ...")
+DCGAN_TF = """\
+Epoch: [ 0] [   0/3165] time: 2.6742, d_loss: 7.06172514, g_loss: 0.00106246
+Epoch: [ 0] [   1/3165] time: 4.7950, d_loss: 6.95885229, g_loss: 0.00125823
+I tensorflow/core/common_runtime/gpu/pool_allocator.cc:244] PoolAllocator: After 2487 get requests, put_count=2449 evicted_count=1000 eviction_rate=0.40833 and unsatisfied allocation rate=0.457579
+Epoch: [ 0] [   2/3165] time: 6.1750, d_loss: 7.25680256, g_loss: 0.00104984
+"""
+
+
+def test_dcgan_tensorflow_rows_with_a_padded_epoch(tmp_path: Path):
+    a = _run(tmp_path, DCGAN_TF)
+    assert _series(a, "d_loss") == [7.06172514, 6.95885229, 7.25680256]
+    assert _steps(a, "g_loss") == [0, 1, 2]
+
+
+# https://github.com/eriklindernoren/ML-From-Scratch/issues/29 (Keras-GAN style "%d [D loss: %f, acc.: %.2f%%] [G loss: %f]")
+KERAS_GAN = """\
+35 [D loss: 0.043149, acc: 96.88%] [G loss: 5.387241, acc: 0.00%]
+36 [D loss: 0.017758, acc: 100.00%] [G loss: 5.255211, acc: 0.00%]
+python2.7/lib/python2.7/site-packages/mlfromscratch-0.0.4-py2.7.egg/mlfromscratch/utils/layers.py:486: RuntimeWarning: invalid value encountered in multiply
+37 [D loss: 0.020248, acc: 100.00%] [G loss: nan, acc: 100.00%]
+38 [D loss: nan, acc: 50.00%] [G loss: nan, acc: 100.00%]
+39 [D loss: nan, acc: 50.00%] [G loss: nan, acc: 100.00%]
+"""
+
+
+def test_two_models_losses_on_one_line_stay_apart(tmp_path: Path):
+    a = _run(tmp_path, KERAS_GAN)
+    assert _series(a, "D_loss")[:3] == [0.043149, 0.017758, 0.020248]
+    assert _series(a, "G_loss")[:2] == [5.387241, 5.255211]
+    assert _steps(a, "G_loss") == [35, 36, 37, 38, 39]
+    assert "loss" not in set(a.run.scalars["metric"])
+    num = [f for f in a.diagnosis.findings if f.code == "NUM001"]
+    assert num and num[0].first_step == 37
+
+
+# https://github.com/eriklindernoren/PyTorch-GAN (implementations/gan/gan.py):
+# "[Epoch %d/%d] [Batch %d/%d] [D loss: %f] [G loss: %f]", batches counted from 0 within each epoch
+PYTORCH_GAN = """\
+[Epoch 0/200] [Batch 0/938] [D loss: 0.693147] [G loss: 0.693147]
+[Epoch 0/200] [Batch 1/938] [D loss: 0.593147] [G loss: 0.793147]
+[Epoch 1/200] [Batch 0/938] [D loss: 0.493147] [G loss: 0.893147]
+[Epoch 1/200] [Batch 1/938] [D loss: nan] [G loss: nan]
+"""
+
+
+def test_a_zero_based_batch_counter_does_not_collide_at_the_epoch_change(tmp_path: Path):
+    a = _run(tmp_path, PYTORCH_GAN)
+    assert _steps(a, "D_loss") == [0, 1, 2, 3]
+    assert _series(a, "D_loss")[:3] == [0.693147, 0.593147, 0.493147]
+
+
+# -- CLU (JAX) ----------------------------------------------------------------------------------------------
+
+# clu/metric_writers/logging_writer.py: logging.info("[%d]%s %s", step, collection, ", ".join(f"{k}={v:.6g}"))
+CLU = """\
+I0301 10:00:00.000000 140000 logging_writer.py:48] [100] learning_rate=0.001, loss=2.345, train_accuracy=0.1
+I0301 10:00:05.000000 140000 logging_writer.py:48] [100] collection=eval accuracy=0.2, loss=2.5
+I0301 10:00:10.000000 140000 logging_writer.py:48] [200] learning_rate=0.001, loss=1.345, train_accuracy=0.3
+I0301 10:00:20.000000 140000 logging_writer.py:48] [300] learning_rate=0.001, loss=nan, train_accuracy=0
+"""
+
+
+def test_clu_scalars_at_their_step_and_an_eval_collection(tmp_path: Path):
+    a = _run(tmp_path, CLU)
+    assert _steps(a, "loss") == [100, 200, 300]
+    assert _series(a, "loss")[:2] == [2.345, 1.345]
+    assert _series(a, "eval_loss") == [2.5]
+
+
+def test_a_bracketed_number_before_prose_is_not_clu(tmp_path: Path):
+    a = _run(tmp_path, "[1] see the loss=curve, it dips\n[2] then rises again\n")
+    assert a.run.scalars.empty
+
+
+# -- a step counter under an epoch header ---------------------------------------------------------------
+
+# paddle.hapi ProgBarLogger: "Epoch %d/%d" on its own line, then "step %d/%d - loss: ... - acc: ... - %dms/step"
+HAPI = """\
+Epoch 1/10
+step  10/938 - loss: 2.3026 - acc: 0.1000 - 10ms/step
+step 938/938 - loss: 0.3026 - acc: 0.9000 - 10ms/step
+Epoch 2/10
+step  10/938 - loss: nan - acc: 0.1000 - 10ms/step
+step  20/938 - loss: nan - acc: 0.1000 - 10ms/step
+"""
+
+
+def test_step_rows_under_epoch_headers_count_on(tmp_path: Path):
+    a = _run(tmp_path, HAPI)
+    assert _steps(a, "loss") == [10, 938, 948, 958]
+    loss = _series(a, "loss")
+    assert loss[:2] == [2.3026, 0.3026] and all(math.isnan(x) for x in loss[2:])

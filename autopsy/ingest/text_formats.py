@@ -1045,13 +1045,15 @@ def parse_columns(text: bytes, first_line: int, st: StepState, out: Collector,
 def epoch_step(st: StepState, fmt: str, epoch: int, local: int) -> int:
     """A global step for a format that numbers batches within each epoch (ESPnet2 ``2epoch:train:1-375batch``,
     MXNet ``Epoch[3] Batch [200]``): the counter plus the batches of the epochs printed before it (each
-    epoch's last counter seen). An epoch number that goes back is a rerun: counting starts again."""
-    cur = st.epoch_base.get(fmt)
+    epoch's last counter seen; one more once the counter was seen at 0). An epoch number that goes back is a rerun:
+    counting starts again."""
+    cur = st.epoch_base.get(fmt)  # [epoch, base, highest counter in it, counts from 0 (0/1)]
     if cur is None or epoch < cur[0]:
-        cur = [epoch, 0, 0]
+        cur = [epoch, 0, 0, 0]
     elif epoch > cur[0]:
-        cur = [epoch, cur[1] + cur[2], 0]
+        cur = [epoch, cur[1] + cur[2] + cur[3], 0, cur[3]]  # a 0-based counter's epoch holds highest + 1 batches
     cur[2] = max(cur[2], local)
+    cur[3] = cur[3] or int(local == 0)
     st.epoch_base[fmt] = cur
     return cur[1] + local
 
@@ -1451,6 +1453,71 @@ def parse_mindspore(text: bytes, first_line: int, st: StepState, out: Collector,
         _mark(st, steps, used, m.start(), step, "mindspore")
 
 
+# -- GAN loops: DCGAN ``[e/E][b/B]`` rows, CycleGAN/pix2pix ``(epoch: e, iters: i, ...)`` rows ----------------
+
+#: pytorch/examples ``dcgan/main.py`` and the PyTorch DCGAN tutorial: ``[%d/%d][%d/%d] Loss_D: %.4f Loss_G: %.4f D(x): %.4f
+#: D(G(z)): %.4f / %.4f`` (epoch, epochs, batch within the epoch, batches per epoch; tab- or space-separated)
+_BRACKET_ROW = re.compile(rb"(?m)^[ \t]*\[(\d+)/(\d+)\]\[(\d+)/(\d+)\][ \t]+([^\r\n]{0,2000})")
+_BRACKET_PAIR = re.compile(rb"([A-Za-z][\w()]{0,40}):[ \t]*(" + NUM + rb")(?![\w.])")
+#: junyanz pytorch-CycleGAN-and-pix2pix ``Visualizer.print_current_losses``: ``(epoch: %d, iters: %d, time: %.3f, data:
+#: %.3f) `` then ``%s: %.3f `` per loss (``D_A``, ``G_GAN``, ``G_L1``...; the names of ``loss_<name>`` attributes, written
+#: to ``loss_log.txt``); ``iters`` counts samples within the epoch. pix2pixHD/SPADE print no ``data:``
+_CYCLEGAN = re.compile(rb"\(epoch: (\d+), iters: (\d+), time: " + NUM + rb"(?:, data: " + NUM + rb")?\) ([^\r\n]{0,2000})")
+_CYCLEGAN_PAIR = re.compile(rb"([A-Za-z]\w{0,40}): (" + NUM + rb")(?![\w.])")
+
+
+def parse_gan_rows(text: bytes, first_line: int, st: StepState, out: Collector,
+                   steps: StepMarks, used: Used) -> None:
+    """DCGAN rows at ``epoch_local_step`` (the batch counter restarts each epoch; its total is printed); CycleGAN rows
+    likewise, each value a loss named ``loss_<name>`` as the model names it (they do not say "loss" themselves)."""
+    if has(text, b"][") and has(text, b"Loss"):
+        lines = Lines(text, first_line)
+        for m in _BRACKET_ROW.finditer(text):
+            pairs = _BRACKET_PAIR.findall(m[5])
+            if not any(is_loss_like(k.decode()) for k, _ in pairs):
+                continue
+            step = epoch_local_step(st, "gan_brackets", int(m[1]), int(m[3]), int(m[4]))
+            _add_pairs(out, step, lines.at(m.start()), pairs)
+            _mark(st, steps, used, m.start(), step)
+    if has(text, b"(epoch: "):
+        lines = Lines(text, first_line)
+        for m in _CYCLEGAN.finditer(text):
+            pairs = [(k if b"loss" in k.lower() else b"loss_" + k, v) for k, v in _CYCLEGAN_PAIR.findall(m[3])]
+            if not pairs:
+                continue
+            step = epoch_local_step(st, "cyclegan", int(m[1]), int(m[2]), None)
+            _add_pairs(out, step, lines.at(m.start()), pairs)
+            _mark(st, steps, used, m.start(), step, "cyclegan")
+
+
+# -- CLU (JAX/Flax examples, big_vision, scenic) ------------------------------------------------------------
+
+#: ``clu/metric_writers/logging_writer.py`` ``write_scalars``: ``logging.info("[%d]%s %s", step, collection, ", ".join(
+#: f"{k}={v:.6g}"))`` (older: ``"%s[%d] %s"`` with a prefix), the keys sorted; the whole rest of the line is pairs
+_CLU = re.compile(rb"\[(\d+)\](?: collection=(\w+))? ((?:[\w/.\-]{1,80}=[^,\s]{1,40}, )*[\w/.\-]{1,80}=[^,\s]{1,40})"
+                  rb"[ \t]*(?=[\r\n]|$)")
+_CLU_PAIR = re.compile(rb"([\w/.\-]{1,80})=(" + NUM + rb")(?=,|$)")
+_HELD_OUT_COLLECTIONS = {b"eval", b"valid", b"validation", b"val", b"test"}
+
+
+def parse_clu(text: bytes, first_line: int, st: StepState, out: Collector,
+              steps: StepMarks, used: Used) -> None:
+    """Scalars at the step CLU was given; an eval collection's keys as ``eval_``. A line needs a loss or a
+    learning rate among its pairs."""
+    if b"=" not in text or not has(text, b"] "):
+        return
+    lines = Lines(text, first_line)
+    for m in _CLU.finditer(text):
+        pairs = _CLU_PAIR.findall(m[3])
+        if not any(is_loss_like(k.decode()) or k.endswith((b"learning_rate", b"lr")) for k, _ in pairs):
+            continue
+        step = int(m[1])
+        if m[2] in _HELD_OUT_COLLECTIONS:
+            pairs = [(b"eval_" + k.removeprefix(b"eval_"), v) for k, v in pairs]
+        _add_pairs(out, step, lines.at(m.start()), pairs)
+        _mark(st, steps, used, m.start(), step, "clu")
+
+
 #: (parser, letters a chunk needs first) in the order they run, before the generic parser
 FORMAT_PARSERS = (
     (parse_json_lines, (b"",)),
@@ -1465,6 +1532,8 @@ FORMAT_PARSERS = (
     (parse_darknet, (b"ratesecondsimages",)),
     (parse_marian, (b"EpUpSenCost", b"EpUpnewbest", b"EpUpstalled")),
     (parse_mindspore, (b"steplossis", b"Invalidloss")),
+    (parse_gan_rows, (b"Loss", b"epochiterstime")),
+    (parse_clu, (b"",)),
     (parse_mxnet, (b"samplessec", b"EpochValidation", b"EpochTrain")),
     (parse_espnet, (b"epochtrain", b"epochvalid", b"epochresults")),
     (parse_wenet, (b"TRAINBatch", b"CVBatch")),

@@ -84,6 +84,9 @@ _LOSS_CORES = tuple(re.compile(w + rb"[ \t]*(?:[:=]|[ \t][-+.\dnNiI])") for w in
 #: a counter on a line the step parsers left alone (``Epoch 0/1 | Batch 100/15582 | Train Loss nan``): the step
 _COUNTER = re.compile(rb"\b([Ss]tep|STEP|[Ii]ter|ITER|[Ii]teration|global_step|[Bb]atch|BATCH)\b\s*[:=#]?\s*\[?\s*(\d+)"
                       rb"(?:\s*/\s*(\d+))?")
+#: a bare counter opening a line before a bracketed group: eriklindernoren Keras-GAN / ML-From-Scratch
+#: ``print("%d [D loss: %f, acc.: %.2f%%] [G loss: %f]" % (epoch, ...))``
+_LEADING_NUMBER = re.compile(rb"[ \t]*(\d+) \[")
 #: a tqdm bar after the pair: ``  71%|#####   | 417/586 [47:52<27:15,  9.68s/it]``
 _BAR = re.compile(rb"\d{1,3}%\|[^|\r\n]{0,400}\|\s*(\d+)/(?:\d+|\?)\s*\[")
 _EPOCH = re.compile(rb"\b(?:[Ee]poch|EPOCH)\b\s*[:=#]?\s*\[?\s*(\d+)")
@@ -104,6 +107,27 @@ MIN_LOOSE_LINES = 3
 #: a metric line is short; a longer one is prose or a dump
 MAX_LOOSE_LINE = 400
 _EVAL_WORDS = ("val", "valid", "validation", "eval", "test")
+
+
+#: the word right before a bare ``loss`` key (``D loss: 0.04``, ``Discriminator  Loss:  11.2``): a model or term the
+#: loss belongs to, unless it is one of :data:`_NEUTRAL_WORDS`
+_WORD_BEFORE = re.compile(rb"(?<![\w.\-/])([A-Za-z][A-Za-z0-9]{0,30})[ \t]{1,3}\Z")
+#: words before ``loss`` that do not make it another loss (the run's loss said with an article, an average, a level)
+_NEUTRAL_WORDS = {"train", "training", "total", "avg", "average", "mean", "batch", "epoch", "running", "current",
+                  "cur", "step", "iter", "iteration", "the", "a", "an", "overall", "global", "smoothed", "and", "of",
+                  "with", "new", "is", "info", "debug", "warning", "warn", "error", "loss", "model", "final", "my"}
+
+
+def _pair_key(line: bytes, m: re.Match[bytes]) -> str:
+    """The key of one ``_LOSS_PAIR`` match: ``_loose_key``, or ``<word>_loss`` when a bare loss is another model's or
+    term's (Keras-GAN's ``[D loss: 0.04, acc: 96.88%] [G loss: 5.39]`` holds two losses, not one)."""
+    key = _loose_key(m[1].decode())
+    if m[1].lower() == b"loss":
+        w = _WORD_BEFORE.search(line, 0, m.start())
+        if w is not None and w[1].lower().decode() not in _NEUTRAL_WORDS:
+            word = w[1].decode()
+            return "eval_loss" if word.lower() in _EVAL_WORDS else f"{word}_loss"
+    return key
 
 
 def _loose_key(raw: str) -> str:
@@ -139,7 +163,7 @@ def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector
         m = _LOSS_PAIR.search(line)
         if m is None:
             continue
-        pairs = [(_loose_key(k.decode()), float(v)) for k, v in _LOSS_PAIR.findall(line)]
+        pairs = [(_pair_key(line, p), float(p[2])) for p in _LOSS_PAIR.finditer(line)]
         pairs += [(k.decode().lower().replace(" ", "_"), float(v)) for k, v in _OTHER_PAIRS.findall(line)]
         named = {k for k, _ in pairs}
         pairs += [(k.decode(), float(v)) for k, v in _TERM_PAIRS.findall(line) if _loose_key(k.decode()) not in named]
@@ -188,7 +212,8 @@ def _counter_step(line: bytes) -> int | None:
     """The step a line's own counter gives: ``Step 300``; ``Epoch 2 | Batch 100/15582`` -> 2 * 15582 + 100."""
     c = _COUNTER.search(line)
     if c is None:
-        return None
+        lead = _LEADING_NUMBER.match(line)
+        return int(lead[1]) if lead is not None else None
     n = int(c[2])
     e = _EPOCH.search(line)
     if c[1].lower() in (b"batch", b"iter") and c[3] and e is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from array import array
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -449,12 +449,14 @@ _MM_ITER = re.compile(rb"Iter\((train|val|test)\)\s*\[\s*(\d+)/(\d+)\]([^\n\r]{0
 #: mmcv 1.x ``TextLoggerHook`` of an iteration-based runner (mmseg's default): ``Iter [100/100000]\tlr: ...``, train only
 _MMCV_ITER = re.compile(rb"Iter \[\s*(\d+)/(\d+)\]([^\n\r]{0,4000})")
 _KV_COLON = re.compile(rb"([A-Za-z_][\w./-]{0,60}(?:\([\w/]+\))?)\s*:\s*(" + NUM + rb")(?![\w:])")
-_MAE = re.compile(rb"Epoch: \[(\d+)\]\s+\[\s*(\d+)/(\d+)\]([^\n\r]{0,4000})")
+#: (also carpedm20 DCGAN-tensorflow's ``Epoch: [%2d/%2d] [%4d/%4d] time: %4.4f, d_loss: %.8f, g_loss: %.8f``)
+_MAE = re.compile(rb"Epoch: \[\s*(\d+)(?:/\s*\d+)?\]\s+\[\s*(\d+)/(\d+)\]([^\n\r]{0,4000})")
 _MAE_PAIR = re.compile(rb"([A-Za-z_][\w ]{0,30}?):\s+(" + NUM + rb")(?:\s*\(" + NUM + rb"\))?(?![\w:])")
 _DS_STEP = re.compile(rb"\[Rank \d+\] step=(\d+), skipped=(\d+), lr=\[([^\]\n\r]{0,2000})\]")
 _LIGHTNING = re.compile(rb"Epoch (\d+):\s*\d+%\|[^|\n\r]{0,400}\|\s*(\d+)/(\d+)\s*\[[^\]\n\r]{0,400}?,((?:\s*[\w/.]+=[^,\]\s]+,?)+)\]")
 _EQ_PAIR = re.compile(rb"([\w/.]+)=(" + NUM + rb")(?![\w])")
-_SKIP_KEYS = {"eta", "time", "data_time", "data", "max mem", "memory", "v_num", "it", "iter", "step"}
+_SKIP_KEYS = {"eta", "time", "data_time", "data", "max mem", "memory", "v_num", "it", "iter", "step", "rank",
+              "local_rank"}
 
 
 def _add_pairs(out: Collector, step: int, line: int, pairs: list[tuple[str, str]]) -> int:
@@ -575,6 +577,9 @@ _GENERIC_COUNTER = re.compile(
     rb"g(?<!\wg)lobal_step)\b\s*[:=#]?\s*\[?\s*(\d+)(?:\s*/\s*(\d+))?\]?")
 #: an epoch counter before a line's step counter (``epoch: [12/20] step: [700/4468]``, ``Epoch 3 | step 40``)
 _EPOCH_BEFORE = re.compile(rb"\b[Ee](?:poch|POCH)\b\W{0,3}(\d+)")
+#: an epoch header alone on its line (Keras and Paddle hapi ``Epoch 2/10``), over the ``step 10/938 - loss: ...`` rows
+#: under it
+_EPOCH_HEADER = re.compile(rb"(?m)^[ \t]*Epoch:? (\d+)/\d+[ \t]*\r?$")
 #: (a key and its value may be quoted: PaddleDetection's static trainer prints ``'loss_cls': '1.144142'``)
 _GENERIC_PAIR = re.compile(
     rb"(?<![\w/.-])(?:((?:[Tt]rain|[Vv]al|[Vv]alid|[Ee]val|[Tt]est|lm) [A-Za-z][\w/.-]{0,20})\s*(?:[:=]\s*|\s)|"
@@ -646,6 +651,8 @@ def parse_generic(text: bytes, first_line: int, st: StepState, out: Collector,
         return
     lines = Lines(text, first_line)
     seen: set[int] = set()
+    headers: list[tuple[int, int]] | None = None
+    header_at: list[int] = []
     for m in _generic_counters(text):
         ls = line_start(text, m.start())
         if ls in seen or used.covers(ls, line_end(text, ls)):
@@ -659,6 +666,14 @@ def parse_generic(text: bytes, first_line: int, st: StepState, out: Collector,
         ep = _EPOCH_BEFORE.search(text, ls, m.start()) if m.start() > ls else None
         if ep is not None:
             step = epoch_local_step(st, "generic", int(ep[1]), step, int(m[2]) if m[2] else None)
+        elif m[2]:  # "step 10/938 - loss: ..." under an "Epoch 2/10" header line
+            if headers is None:
+                headers = [(h.start(), int(h[1])) for h in _EPOCH_HEADER.finditer(text)] if has(text, b"poch") else []
+                header_at = [h[0] for h in headers]
+            i = bisect_right(header_at, m.start()) - 1
+            epoch = headers[i][1] if i >= 0 else getattr(st, "header_epoch", None)
+            if epoch is not None:
+                step = epoch_local_step(st, "generic_header", epoch, step, int(m[2]))
         line = lines.at(m.start())
         norms = [k.replace(" ", "_") for k, _ in pairs]
         evaluation = _is_eval_line(norms)
@@ -673,6 +688,8 @@ def parse_generic(text: bytes, first_line: int, st: StepState, out: Collector,
                 out.metric_override[norm] = canon
             out.add(step, norm, float(v), line)
         _mark_step(st, steps, used, m.start(), step)
+    if headers:
+        st.header_epoch = headers[-1][1]  # type: ignore[attr-defined]
 
 
 def epoch_local_step(st: StepState, fmt: str, epoch: int, local: int, total: int | None) -> int:
@@ -681,15 +698,18 @@ def epoch_local_step(st: StepState, fmt: str, epoch: int, local: int, total: int
     change finds it lower than the last epoch's highest: from then on each later epoch adds the one before's
     batches (its printed total when the counter has one, else the highest counter seen in it). An epoch number
     that goes back is a rerun: counting starts again."""
-    cur = st.epoch_base.get(fmt)  # [epoch, base, highest local in this epoch, restarts (0/1)]
+    cur = st.epoch_base.get(fmt)  # [epoch, base, highest local in this epoch, restarts (0/1), seen at 0 (0/1)]
     if cur is None or epoch < cur[0]:
-        cur = [epoch, 0, local, 0]
+        cur = [epoch, 0, local, 0, int(local == 0)]
     elif epoch > cur[0]:
         restarts = cur[3] or local < cur[2]
-        base = cur[1] + (total if total else cur[2]) * (epoch - cur[0] if total else 1) if restarts else 0
-        cur = [epoch, base, local, int(restarts)]
+        zero = cur[4] or int(local == 0)
+        size = total if total else cur[2] + zero  # a 0-based counter's epoch holds highest + 1 batches
+        base = cur[1] + size * (epoch - cur[0] if total else 1) if restarts else 0
+        cur = [epoch, base, local, int(restarts), zero]
     else:
         cur[2] = max(cur[2], local)
+        cur[4] = cur[4] or int(local == 0)
     st.epoch_base[fmt] = cur
     return cur[1] + local
 
