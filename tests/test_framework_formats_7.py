@@ -236,12 +236,14 @@ def test_a_keras_epoch_header_glued_to_a_value_is_not_an_epoch(tmp_path: Path):
 
 # https://github.com/junyanz/pytorch-CycleGAN-and-pix2pix/issues/510 (finite rows), then issue 1220's NaN rows; the
 # names are the model's loss_<name> attributes (Visualizer.print_current_losses, written to loss_log.txt)
-CYCLEGAN = """\
-(epoch: 1, iters: 100, time: 0.507, data: 0.091) D_A: 0.201 G_A: 0.297 cycle_A: 4.741 idt_A: 0.712 D_B: 0.250 G_B: 0.422 cycle_B: 2.388 idt_B: 2.395 
-(epoch: 1, iters: 200, time: 0.513, data: 0.001) D_A: 0.111 G_A: 0.589 cycle_A: 2.417 idt_A: 1.068 D_B: 0.263 G_B: 0.449 cycle_B: 2.285 idt_B: 1.070 
-(epoch: 2, iters: 100, time: 0.317, data: 2.125) D_A: nan G_A: nan cycle_A: nan idt_A: nan D_B: nan G_B: nan cycle_B: nan idt_B: nan 
-(epoch: 2, iters: 200, time: 0.320, data: 0.000) D_A: nan G_A: nan cycle_A: nan idt_A: nan D_B: nan G_B: nan cycle_B: nan idt_B: nan 
+_CYCLEGAN_ROWS = """\
+(epoch: 1, iters: 100, time: 0.507, data: 0.091) D_A: 0.201 G_A: 0.297 cycle_A: 4.741 idt_A: 0.712 D_B: 0.250 G_B: 0.422 cycle_B: 2.388 idt_B: 2.395
+(epoch: 1, iters: 200, time: 0.513, data: 0.001) D_A: 0.111 G_A: 0.589 cycle_A: 2.417 idt_A: 1.068 D_B: 0.263 G_B: 0.449 cycle_B: 2.285 idt_B: 1.070
+(epoch: 2, iters: 100, time: 0.317, data: 2.125) D_A: nan G_A: nan cycle_A: nan idt_A: nan D_B: nan G_B: nan cycle_B: nan idt_B: nan
+(epoch: 2, iters: 200, time: 0.320, data: 0.000) D_A: nan G_A: nan cycle_A: nan idt_A: nan D_B: nan G_B: nan cycle_B: nan idt_B: nan
 """
+#: each row ends in the space print_current_losses leaves after its last value
+CYCLEGAN = "".join(row + " \n" for row in _CYCLEGAN_ROWS.splitlines())
 
 
 def test_cyclegan_rows_are_loss_terms_counted_across_epochs(tmp_path: Path):
