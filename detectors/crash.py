@@ -69,6 +69,14 @@ _CALLER_FAULT = re.compile(r"same device|size mismatch|out of memory|does not ex
 LIBRARY_FAULT_CONFIDENCE = 0.5
 
 
+def _frame_text(frame: object) -> str:
+    """A traceback frame as a reader would quote it: ``main/train.py:30 in main``."""
+    if not isinstance(frame, dict):
+        return str(frame)
+    where = str(frame.get("file") or "?") + (f":{frame['line']}" if frame.get("line") is not None else "")
+    return where + (f" in {frame['function']}" if frame.get("function") else "")
+
+
 def _library_fault(exc_type: str, exc_msg: str, frame: object) -> tuple[str, str] | None:
     """(library, path) when the innermost frame is in a framework's own code and the exception is an internal check."""
     if not isinstance(frame, dict) or exc_type.rsplit(".", 1)[-1] not in INTERNAL_EXC or _CALLER_FAULT.search(exc_msg):
@@ -140,7 +148,7 @@ def detect(run: Run) -> Iterable[Finding]:
     evidence = [event_evidence(fatal, f"{exc_type}: {exc_msg[:240]}")]
     frame = fatal.data.get("frame")
     if frame:
-        evidence.append(event_evidence(fatal, f"raised in {str(frame)[:200]}"))
+        evidence.append(event_evidence(fatal, f"raised in {_frame_text(frame)[:200]}"))
     if last_clean is not None:
         evidence.append(Evidence(last_clean.path, "checkpoint", f"last good checkpoint: {last_clean.path}", last_clean.step))
     if exc_type.endswith("KeyboardInterrupt") and not ooms:
