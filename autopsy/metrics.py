@@ -96,7 +96,7 @@ def canonical(key: str) -> str:
 #: names of a loss that is the sum of a run's terms (detection, TTS, multi-task trainers): the run's loss when it
 #: logs no ``loss`` itself (``autopsy.ingest.base.RunBuilder``)
 TOTAL_LOSS_NAMES = frozenset({"total_loss", "total loss", "totalloss", "loss_total", "total_losses", "losses",
-                              "train_total_loss", "overall_loss"})
+                              "train_total_loss", "overall_loss", "loss/total_loss"})
 #: names of a running or per-step training loss a trainer prints instead of ``loss``: kohya sd-scripts' bar postfix
 #: ``avr_loss`` (the epoch's running mean), diffusers' example scripts ``step_loss``, litgpt ``loss train:``, and the
 #: averages hand-written loops print. The run's loss when it logs neither ``loss`` nor a total, and only one of these

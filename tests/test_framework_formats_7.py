@@ -363,3 +363,118 @@ def test_step_rows_under_epoch_headers_count_on(tmp_path: Path):
     assert _steps(a, "loss") == [10, 938, 948, 958]
     loss = _series(a, "loss")
     assert loss[:2] == [2.3026, 0.3026] and all(math.isnan(x) for x in loss[2:])
+
+
+# -- a run-wide step before an epoch and a batch -------------------------------------------------------------
+
+# PaddleNLP trainer logs: "global step %d/%d, epoch: %d, batch: %d, rank_id: %s, loss: %f, lr: %.10f, speed: %.4f step/s"
+PADDLENLP = """\
+[2022-01-01 10:00:00,000] [    INFO] - global step 10/1000, epoch: 0, batch: 10, rank_id: 0, loss: 2.345000, lr: 0.0001000000, speed: 1.2000 step/s
+[2022-01-01 10:00:10,000] [    INFO] - global step 20/1000, epoch: 0, batch: 20, rank_id: 0, loss: 1.345000, lr: 0.0001000000, speed: 1.2000 step/s
+[2022-01-01 10:00:20,000] [    INFO] - global step 30/1000, epoch: 1, batch: 5, rank_id: 0, loss: nan, lr: 0.0001000000, speed: 1.2000 step/s
+"""
+
+
+def test_a_global_step_before_epoch_and_batch_is_the_step(tmp_path: Path):
+    a = _run(tmp_path, PADDLENLP)
+    assert _steps(a, "loss") == [10, 20, 30]
+    assert not {"rank_id", "epoch", "batch"} & set(a.run.scalars["metric"])
+
+
+# -- Keras verbose=2 ----------------------------------------------------------------------------------------
+
+# tf.keras Progbar with verbose=2 (one line per epoch, no bar) and Keras <= 2.2's " - 5s - loss: ..." form
+KERAS_V2 = """\
+Epoch 1/10
+1875/1875 - 5s - loss: 0.2950 - accuracy: 0.9150 - val_loss: 0.1400 - val_accuracy: 0.9580 - 5s/epoch - 3ms/step
+Epoch 2/10
+1875/1875 - 4s - loss: nan - accuracy: 0.0990 - val_loss: nan - val_accuracy: 0.0980 - 4s/epoch - 2ms/step
+"""
+KERAS_V2_OLD = """\
+Epoch 1/10
+ - 5s - loss: 0.2950 - acc: 0.9150 - val_loss: 0.1400 - val_acc: 0.9580
+Epoch 2/10
+ - 4s - loss: nan - acc: 0.0990 - val_loss: nan - val_acc: 0.0980
+"""
+
+
+def test_keras_verbose_2_lines(tmp_path: Path):
+    for i, (log, steps) in enumerate(((KERAS_V2, [1875, 3750]), (KERAS_V2_OLD, [1, 2]))):
+        d = tmp_path / str(i)
+        d.mkdir()
+        a = _run(d, log)
+        assert _steps(a, "loss") == steps, i
+        loss = _series(a, "loss")
+        assert loss[0] == 0.295 and math.isnan(loss[1]), i
+        assert _series(a, "eval_loss")[0] == 0.14, i
+
+
+# -- header blocks (OLMo, Composer) ---------------------------------------------------------------------------
+
+# allenai/OLMo olmo/train.py log_metrics_to_console(f"[step={self.global_step}/{self.max_steps}]", metrics):
+# "    name=value" per metric, values over 1000 with thousands commas
+OLMO = """\
+2023-10-01 10:00:00.000\tnode1:0\tolmo.train:816\tINFO\t[step=10/739328]
+    train/CrossEntropyLoss=10.88
+    train/Perplexity=53,227
+    throughput/total_tokens=41,943,040
+    optim/total_grad_norm=1.234
+2023-10-01 10:00:10.000\tnode1:0\tolmo.train:816\tINFO\t[step=20/739328]
+    train/CrossEntropyLoss=nan
+    train/Perplexity=nan
+    optim/total_grad_norm=nan
+"""
+
+# mosaicml/composer loggers/console_logger.py log_to_console: "[epoch=1][batch=10/100]:" then "\n\t Train name: value"
+COMPOSER = """\
+[epoch=1][batch=99/100]:
+\t Train time/batch: 98
+\t Train loss/train/total: 7.5123
+\t Train lr-DecoupledAdamW/group0: 0.0001
+[epoch=2][batch=10/100]:
+\t Train time/batch: 109
+\t Train loss/train/total: nan
+\t Train lr-DecoupledAdamW/group0: 0.0001
+"""
+
+
+def test_olmo_header_blocks(tmp_path: Path):
+    a = _run(tmp_path, OLMO)
+    assert _steps(a, "loss") == [10, 20]
+    assert _series(a, "loss")[0] == 10.88 and math.isnan(_series(a, "loss")[1])
+    assert _series(a, "grad_norm")[0] == 1.234
+    assert 41943040.0 in _series(a, "throughput/total_tokens")
+
+
+def test_composer_header_blocks_count_batches_within_epochs(tmp_path: Path):
+    a = _run(tmp_path, COMPOSER)
+    assert _steps(a, "loss") == [99, 110]
+    assert _series(a, "loss")[0] == 7.5123
+    assert _series(a, "learning_rate") == [0.0001, 0.0001]
+
+
+# -- TF Object Detection API --------------------------------------------------------------------------------
+
+# tensorflow/models research/object_detection/model_lib_v2.py train_loop: "Step {} per-step time {:.3f}s" then the
+# losses dict logged through absl (pprint-wrapped)
+TFOD = """\
+I0301 10:00:00.000000 140000 model_lib_v2.py:705] Step 100 per-step time 0.512s
+I0301 10:00:00.000000 140000 model_lib_v2.py:708] {'Loss/classification_loss': 0.51234,
+ 'Loss/localization_loss': 0.31234,
+ 'Loss/regularization_loss': 0.11234,
+ 'Loss/total_loss': 0.93702,
+ 'learning_rate': 0.0133}
+I0301 10:01:00.000000 140000 model_lib_v2.py:705] Step 200 per-step time 0.512s
+I0301 10:01:00.000000 140000 model_lib_v2.py:708] {'Loss/classification_loss': nan,
+ 'Loss/localization_loss': nan,
+ 'Loss/regularization_loss': nan,
+ 'Loss/total_loss': nan,
+ 'learning_rate': 0.0266}
+"""
+
+
+def test_tf_object_detection_losses_dict_at_its_step(tmp_path: Path):
+    a = _run(tmp_path, TFOD)
+    assert _steps(a, "loss") == [100, 200]
+    assert _series(a, "loss")[0] == 0.93702
+    assert _series(a, "Loss/localization_loss")[0] == 0.31234

@@ -395,7 +395,9 @@ def parse_torchtune(text: bytes, first_line: int, st: StepState, out: Collector,
 #: (not glued to a value before it: ``- loss: nanEpoch 1/1000`` is a nested fit's header printed mid-row, and
 #: the rows after it still belong to the outer epoch)
 _KERAS_EPOCH = re.compile(rb"(?<![\w.])Epoch (\d+)/(\d+)")
-_KERAS_ROW = re.compile(rb"(?<![\w/])(\d+)/(\d+) (?:\[[=>.]*\]|(?:\xe2\x94[\x81\x80])+)([^\r\n]{0,4000})")
+_KERAS_ROW = re.compile(rb"(?<![\w/])(\d+)/(\d+) (?:\[[=>.]*\]|(?:\xe2\x94[\x81\x80])+|(?=- \d+m?s - ))([^\r\n]{0,4000})")
+#: ``verbose=2`` in Keras <= 2.2: one `` - 5s - loss: 0.29 - acc: 0.91`` line per epoch under its ``Epoch e/E`` header
+_KERAS_V2_OLD = re.compile(rb"(?m)^ - \d+m?s(?: - \d+m?s/step)? (- [^\r\n]{0,4000})")
 #: a value ends at a non-word character, or where TerminateOnNaN glued its message: ``loss: 44.4110Batch 3: Invalid loss``
 _KERAS_PAIR = re.compile(rb" - ([\w/]+): (" + NUM + rb")(?:(?![\w.])|(?=Batch \d))")
 
@@ -403,7 +405,8 @@ _KERAS_PAIR = re.compile(rb" - ([\w/]+): (" + NUM + rb")(?:(?![\w.])|(?=Batch \d
 def parse_keras(text: bytes, first_line: int, st: StepState, out: Collector,
                 steps: StepMarks, used: Used) -> None:
     """Progbar rows; step = (epoch - 1) * batches + batch. The values are running means of the epoch."""
-    if not has(text, b"/step") and not has(text, b"ETA") and not has(text, b"/sample") and not has(text, b"] - "):
+    if (not has(text, b"/step") and not has(text, b"ETA") and not has(text, b"/sample") and not has(text, b"] - ")
+            and not has(text, b"\n - ")):
         return  # Keras 1 rows have no "/step": "9595/9595 [=====] - 1s - loss: nan"
     epochs = [(m.start(), int(m[1])) for m in _KERAS_EPOCH.finditer(text)]
     lines = Lines(text, first_line)
@@ -421,6 +424,20 @@ def parse_keras(text: bytes, first_line: int, st: StepState, out: Collector,
             continue
         _add_pairs(out, step, line, pairs, canon_of=lambda k: "eval_" + k[4:] if k.startswith("val_") else None)
         _mark(st, steps, used, m.start(), step, "keras")
+    if epochs and has(text, b"\n - "):
+        ei = -1
+        for m in _KERAS_V2_OLD.finditer(text):
+            while ei + 1 < len(epochs) and epochs[ei + 1][0] < m.start():
+                ei += 1
+            if ei < 0:
+                continue
+            pairs = [(k, v) for k, v in _KERAS_PAIR.findall(b" " + m[1])]
+            if pairs:
+                step = epochs[ei][1]
+                _add_pairs(out, step, lines.at(m.start()), pairs,
+                           canon_of=lambda k: "eval_" + k[4:] if k.startswith("val_") else None)
+                _mark(st, steps, used, m.start(), step, "keras")
+        epoch = epochs[-1][1]
     st.keras_epoch = epoch  # type: ignore[attr-defined]
 
 
@@ -1348,6 +1365,8 @@ def parse_icefall(text: bytes, first_line: int, st: StepState, out: Collector,
 #: batch counter, an optional epoch before it, then pairs of which one names a loss. The generic parser's counters
 #: are step/iter; "batch" is this one's (``batch size``/``batch_size`` are not counters: a digit must follow)
 _BATCH_CORE = re.compile(rb"[Bb]atch(?:_idx)?\W{0,3}\d")
+#: a run-wide step counter printed before a line's epoch and batch
+_GLOBAL_STEP_BEFORE = re.compile(rb"\b(?:global[ _]step|[Ss]tep|[Ii]ter(?:ation)?)\b\W{0,3}\d")
 _EPOCH_BATCH = re.compile(rb"(?:\b[Ee]poch\W{0,3}(\d+)(?:\s*/\s*\d+)?\W{1,4})?\b[Bb]atch(?:_idx)?\W{0,3}(\d+)"
                           rb"(?:\s*/\s*\d+)?\]?")
 
@@ -1368,6 +1387,8 @@ def parse_epoch_batch(text: bytes, first_line: int, st: StepState, out: Collecto
         m = _EPOCH_BATCH.search(text, ls, le)
         if m is None or b" | " in text[m.end():le]:
             continue  # "Epoch 0/1 | Batch 0/N | Train Loss x | Learning Rate y": the pipe-row reader's (two-word keys)
+        if _GLOBAL_STEP_BEFORE.search(text, ls, m.start()) is not None:
+            continue  # PaddleNLP "global step 30/1000, epoch: 1, batch: 5, loss: ...": the generic parser's global step
         pairs = [(k, v) for k, v in generic_pairs(text[m.end():le]) if k.lower() not in ("epoch", "batch")]
         if not any(is_loss_like(k) for k, _ in pairs):
             continue
@@ -1518,6 +1539,74 @@ def parse_clu(text: bytes, first_line: int, st: StepState, out: Collector,
         _mark(st, steps, used, m.start(), step, "clu")
 
 
+# -- a header line, then one metric per indented line (OLMo, MosaicML Composer) ---------------------------
+
+#: OLMo ``Trainer.log_metrics_to_console``: ``[step=10/739328]`` then ``    train/CrossEntropyLoss=10.88`` per metric
+#: (values over 1000 with thousands commas); Composer ``ConsoleLogger.log_to_console``: ``[epoch=1][batch=10/100]:``
+#: (``batch_in_epoch``) or ``[batch=10/100]:`` then ``\t Train loss/train/total: 7.5123`` per metric
+_HEADER_BLOCK = re.compile(rb"(?m)(?:\[epoch=(\d+)\])?\[(step|batch|ba|sample|token)=(\d+)(?:/(\d+))?\](:?)[ \t]*\r?$")
+_OLMO_ROW = re.compile(rb"[ \t]{2,}([A-Za-z][\w/.\-@]{0,120})=(-?[\d,]+(?:\.\d*)?(?:[eE][-+]?\d+)?|-?nan|-?inf)[ \t]*\r?(?:\n|\Z)")
+_COMPOSER_ROW = re.compile(rb"\t (?:(Train|Eval) )?([A-Za-z][^:\r\n]{0,120}): (" + NUM + rb")[ \t]*\r?(?:\n|\Z)")
+_COMPOSER_OTHER = re.compile(rb"\t [^\r\n]{0,2000}\r?(?:\n|\Z)")
+
+
+def _block_metric(key: str, held_out: bool) -> str | None:
+    """The canonical metric of a header block's key: OLMo ``train/CrossEntropyLoss``, ``optim/total_grad_norm``,
+    ``optim/learning_rate_group0``; Composer ``loss/train/total``, ``lr-DecoupledAdamW/group0``,
+    ``metrics/eval/LanguageCrossEntropy``."""
+    low = key.lower()
+    if held_out or low.startswith(("eval/", "metrics/eval/", "val/")):
+        return "eval_loss" if low.endswith(("crossentropyloss", "languagecrossentropy", "/loss", "loss/total")) else None
+    if low in ("train/crossentropyloss", "loss/train/total", "train/loss"):
+        return "loss"
+    if low.endswith("grad_norm") and ("total" in low or low == "optim/grad_norm"):
+        return "grad_norm"
+    if low.startswith(("optim/learning_rate", "lr-")):
+        return "learning_rate"
+    return None
+
+
+def parse_header_blocks(text: bytes, first_line: int, st: StepState, out: Collector,
+                        steps: StepMarks, used: Used) -> None:
+    """Each indented metric at its header's step: OLMo's global step, Composer's batch (``epoch_local_step`` when the
+    header names the epoch, as ``batch_in_epoch`` restarts). A header with no metric row under it is left alone."""
+    if not has(text, b"=") or (not has(text, b"[step=") and not has(text, b"[batch=") and not has(text, b"[ba=")
+                               and not has(text, b"[epoch=")):
+        return
+    lines = Lines(text, first_line)
+    for m in _HEADER_BLOCK.finditer(text):
+        if m[1] is not None:
+            step = epoch_local_step(st, "composer", int(m[1]), int(m[3]), int(m[4]) if m[4] else None)
+        else:
+            step = int(m[3])
+        pos = m.end() + 1 if m.end() < len(text) and text[m.end():m.end() + 1] == b"\n" else m.end()
+        rows = []
+        while pos < len(text):
+            r = _OLMO_ROW.match(text, pos) if not m[5] else _COMPOSER_ROW.match(text, pos)
+            if r is None:
+                o = _COMPOSER_OTHER.match(text, pos) if m[5] else None
+                if o is None:
+                    break
+                pos = o.end()
+                continue
+            if m[5]:
+                held_out, key, raw = r[1] == b"Eval", r[2].decode(), r[3]
+            else:
+                held_out, key, raw = False, r[1].decode(), r[2].replace(b",", b"")
+            rows.append((key, raw, held_out, r.start()))
+            pos = r.end()
+        if not rows or not any("loss" in k.lower() or "crossentropy" in k.lower() for k, _, _, _ in rows):
+            continue
+        for key, raw, held_out, at in rows:
+            name = ("eval/" + key) if held_out and not key.lower().startswith(("eval", "metrics/eval")) else key
+            out.add(step, name, float(raw), lines.at(at))
+            canon = _block_metric(name, held_out)
+            if canon:
+                out.metric_override[name] = canon
+            used.add(at)
+        _mark(st, steps, used, m.start(), step, "olmo" if not m[5] else "composer")
+
+
 #: (parser, letters a chunk needs first) in the order they run, before the generic parser
 FORMAT_PARSERS = (
     (parse_json_lines, (b"",)),
@@ -1534,6 +1623,7 @@ FORMAT_PARSERS = (
     (parse_mindspore, (b"steplossis", b"Invalidloss")),
     (parse_gan_rows, (b"Loss", b"epochiterstime")),
     (parse_clu, (b"",)),
+    (parse_header_blocks, (b"step", b"batch", b"ba", b"epoch")),
     (parse_mxnet, (b"samplessec", b"EpochValidation", b"EpochTrain")),
     (parse_espnet, (b"epochtrain", b"epochvalid", b"epochresults")),
     (parse_wenet, (b"TRAINBatch", b"CVBatch")),

@@ -288,6 +288,11 @@ _ML_OPEN = re.compile(rb"\{(?:[ \t]*\r?\n|(?=['\"][^'\"\r\n]{1,120}['\"][ \t]*:[
 _ML_VALUE = rb"(?:(" + NUM + rb"|'" + NUM + rb"'|\"" + NUM + rb"\")|tensor\(\s*(" + NUM + rb")\s*(?:,[^()\r\n]{0,300})?\))"
 _ML_ROW = re.compile(rb"[ \t]*['\"]([^'\"\r\n]{1,120})['\"][ \t]*:[ \t]*" + _ML_VALUE + rb"[ \t]*(,|\})?[ \t]*(?:\r?\n|\Z)")
 _ML_CLOSE = re.compile(rb"[ \t]*\}")
+#: a logging prefix a dict may follow on its line: absl/glog ``I0301 10:00:00.000000 1400 model_lib_v2.py:708] `` or
+#: ``INFO:tensorflow:`` (the TF Object Detection API logs its losses dict so)
+_ML_LOG_PREFIX = re.compile(rb"[^{}'\"\r\n]{0,200}\.py:\d+\] |[A-Z]{3,8}:[\w.]{1,40}:")
+#: ``model_lib_v2.train_loop``: ``Step {} per-step time {:.3f}s`` before the losses dict of that step
+_TFOD_STEP = re.compile(rb"\bStep (\d+) per-step time ")
 _ML_OTHER = re.compile(rb"[ \t]*['\"][^'\"\r\n]{1,120}['\"][ \t]*:[^\r\n]{0,400}\r?\n")
 #: a value only a printed configuration holds (trainers never log booleans; json.dumps writes them lower-case)
 _ML_CONFIG_TELL = re.compile(rb":[ \t]*(?:True|False|None|true|false|null)[ \t]*[,}]?[ \t]*\r?\n?$")
@@ -305,9 +310,13 @@ def parse_multiline_dicts(text: bytes, first_line: int, st: StepState, out: Coll
     lines = Lines(text, first_line)
     for m in _ML_OPEN.finditer(text):  # literal-led: "{" then the end of its line or a quote
         ls = line_start(text, m.start())
-        if text[ls:m.start()].strip(b" \t") or used.covers(ls, m.end()):
+        prefix = text[ls:m.start()]
+        if (prefix.strip(b" \t") and not _ML_LOG_PREFIX.fullmatch(prefix)) or used.covers(ls, m.end()):
             continue
         pos, rows, step, closed = m.end(), [], None, False
+        if ls > 0:  # TF Object Detection API: "Step 100 per-step time 0.512s" on the line before its losses dict
+            before = _TFOD_STEP.search(text, line_start(text, ls - 1), ls)
+            step = int(before[1]) if before is not None else None
         while True:
             r = _ML_ROW.match(text, pos)
             if r is not None:

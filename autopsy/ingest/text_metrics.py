@@ -456,7 +456,7 @@ _DS_STEP = re.compile(rb"\[Rank \d+\] step=(\d+), skipped=(\d+), lr=\[([^\]\n\r]
 _LIGHTNING = re.compile(rb"Epoch (\d+):\s*\d+%\|[^|\n\r]{0,400}\|\s*(\d+)/(\d+)\s*\[[^\]\n\r]{0,400}?,((?:\s*[\w/.]+=[^,\]\s]+,?)+)\]")
 _EQ_PAIR = re.compile(rb"([\w/.]+)=(" + NUM + rb")(?![\w])")
 _SKIP_KEYS = {"eta", "time", "data_time", "data", "max mem", "memory", "v_num", "it", "iter", "step", "rank",
-              "local_rank"}
+              "local_rank", "rank_id", "epoch", "batch"}
 
 
 def _add_pairs(out: Collector, step: int, line: int, pairs: list[tuple[str, str]]) -> int:
