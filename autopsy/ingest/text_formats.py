@@ -48,11 +48,13 @@ from autopsy.ingest.text_metrics import (
     StepState,
     Used,
     epoch_local_step,
+    finditer_at,
     generic_pairs,
     has,
     is_loss_like,
     line_end,
     line_start,
+    literal_positions,
     loss_key_metric,
 )
 
@@ -1521,6 +1523,18 @@ _CLU_PAIR = re.compile(rb"([\w/.\-]{1,80})=(" + NUM + rb")(?=,|$)")
 _HELD_OUT_COLLECTIONS = {b"eval", b"valid", b"validation", b"val", b"test"}
 
 
+def _clu_starts(text: bytes) -> list[int]:
+    """Where a ``[N] `` can open: the ``[`` before each ``] `` with only digits between (``] `` is rare in a log full
+    of tqdm bars, ``[`` is not, so the regex is tried at these few places instead of at every ``[``)."""
+    starts = []
+    rfind = text.rfind
+    for e in literal_positions(text, (b"] ",)):
+        o = rfind(b"[", max(0, e - 21), e)
+        if o >= 0 and text[o + 1:e].isdigit() and (not starts or o > starts[-1]):
+            starts.append(o)
+    return starts
+
+
 def parse_clu(text: bytes, first_line: int, st: StepState, out: Collector,
               steps: StepMarks, used: Used) -> None:
     """Scalars at the step CLU was given; an eval collection's keys as ``eval_``. A line needs a loss or a
@@ -1528,7 +1542,7 @@ def parse_clu(text: bytes, first_line: int, st: StepState, out: Collector,
     if b"=" not in text or not has(text, b"] "):
         return
     lines = Lines(text, first_line)
-    for m in _CLU.finditer(text):
+    for m in finditer_at(_CLU, text, _clu_starts(text)):
         pairs = _CLU_PAIR.findall(m[3])
         if not any(is_loss_like(k.decode()) or k.endswith((b"learning_rate", b"lr")) for k, _ in pairs):
             continue
@@ -1544,6 +1558,8 @@ def parse_clu(text: bytes, first_line: int, st: StepState, out: Collector,
 #: OLMo ``Trainer.log_metrics_to_console``: ``[step=10/739328]`` then ``    train/CrossEntropyLoss=10.88`` per metric
 #: (values over 1000 with thousands commas); Composer ``ConsoleLogger.log_to_console``: ``[epoch=1][batch=10/100]:``
 #: (``batch_in_epoch``) or ``[batch=10/100]:`` then ``\t Train loss/train/total: 7.5123`` per metric
+#: one scan for any header (cheaper than a literal search per header name in a chunk full of ``[``)
+_HEADER_GATE = re.compile(rb"\[(?:epoch|step|batch|ba|sample|token)=")
 _HEADER_BLOCK = re.compile(rb"(?m)(?:\[epoch=(\d+)\])?\[(step|batch|ba|sample|token)=(\d+)(?:/(\d+))?\](:?)[ \t]*\r?$")
 _OLMO_ROW = re.compile(rb"[ \t]{2,}([A-Za-z][\w/.\-@]{0,120})=(-?[\d,]+(?:\.\d*)?(?:[eE][-+]?\d+)?|-?nan|-?inf)[ \t]*\r?(?:\n|\Z)")
 _COMPOSER_ROW = re.compile(rb"\t (?:(Train|Eval) )?([A-Za-z][^:\r\n]{0,120}): (" + NUM + rb")[ \t]*\r?(?:\n|\Z)")
@@ -1570,8 +1586,7 @@ def parse_header_blocks(text: bytes, first_line: int, st: StepState, out: Collec
                         steps: StepMarks, used: Used) -> None:
     """Each indented metric at its header's step: OLMo's global step, Composer's batch (``epoch_local_step`` when the
     header names the epoch, as ``batch_in_epoch`` restarts). A header with no metric row under it is left alone."""
-    if not has(text, b"=") or (not has(text, b"[step=") and not has(text, b"[batch=") and not has(text, b"[ba=")
-                               and not has(text, b"[epoch=")):
+    if b"=" not in text or _HEADER_GATE.search(text) is None:
         return
     lines = Lines(text, first_line)
     for m in _HEADER_BLOCK.finditer(text):
