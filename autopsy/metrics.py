@@ -102,7 +102,7 @@ TOTAL_LOSS_NAMES = frozenset({"total_loss", "total loss", "totalloss", "loss_tot
 #: averages hand-written loops print. The run's loss when it logs neither ``loss`` nor a total, and only one of these
 RUNNING_LOSS_NAMES = frozenset({"avr_loss", "avg_loss", "loss_avg", "average_loss", "step_loss", "loss_train",
                                 "mean_loss", "loss_mean", "running_loss", "batch_loss", "train_avg_loss",
-                                "avg_train_loss", "train_batch_loss"})
+                                "avg_train_loss", "train_batch_loss", "minibatch_loss"})
 
 #: metrics that detectors treat as "the" training loss signal
 LOSS_METRICS = ("loss",)

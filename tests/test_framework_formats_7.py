@@ -478,3 +478,88 @@ def test_tf_object_detection_losses_dict_at_its_step(tmp_path: Path):
     assert _steps(a, "loss") == [100, 200]
     assert _series(a, "loss")[0] == 0.93702
     assert _series(a, "Loss/localization_loss")[0] == 0.31234
+
+
+# -- per-epoch loggers: GluonTS, MONAI tutorials, fastText, segmentation_models_pytorch -------------------------
+
+# gluonts/mx/trainer/_base.py: "Epoch[%d] Learning rate is %s", "Epoch[%d] Evaluation metric '%s'=%f"
+GLUONTS = """\
+INFO:gluonts.trainer:Epoch[0] Learning rate is 0.001
+100%|██████████| 50/50 [00:02<00:00, 20.00it/s, epoch=1/10, avg_epoch_loss=5.23]
+INFO:gluonts.trainer:Epoch[0] Elapsed time 2.500 seconds
+INFO:gluonts.trainer:Epoch[0] Evaluation metric 'epoch_loss'=5.230000
+INFO:gluonts.trainer:Epoch[0] Evaluation metric 'validation_epoch_loss'=5.530000
+INFO:gluonts.trainer:Epoch[1] Learning rate is 0.001
+INFO:gluonts.trainer:Epoch[1] Evaluation metric 'epoch_loss'=nan
+"""
+
+# Project-MONAI tutorials: print(f"epoch {epoch + 1}/{max_epochs}"), print(f"{step}/{epoch_len}, train_loss: ..."),
+# print(f"epoch {epoch + 1} average loss: {epoch_loss:.4f}")
+MONAI = """\
+----------
+epoch 1/100
+1/50, train_loss: 0.9876
+50/50, train_loss: 0.9543
+epoch 1 average loss: 0.9600
+----------
+epoch 2/100
+1/50, train_loss: nan
+epoch 2 average loss: nan
+"""
+
+# fastText FastText::printInfo, as in the threads' pasted runs ("Progress: 100.0% words/sec/thread: ... avg.loss: ...")
+FASTTEXT = (
+    "Read 0M words\nNumber of words:  14598\nNumber of labels: 734\n"
+    "\rProgress:  50.0% words/sec/thread:   75439 lr:  0.050000 avg.loss: 10.123456 ETA:   0h 0m 5s"
+    "\rProgress: 100.0% words/sec/thread:   75439 lr:  0.000000 avg.loss:      nan ETA:   0h 0m 0s\n"
+)
+
+# segmentation_models_pytorch utils/train.py: iterator.set_postfix_str(", ".join("{} - {:.4}".format(k, v) ...))
+SMP = """\
+Epoch: 0
+train: 100%|██████████| 100/100 [00:10<00:00,  9.50it/s, dice_loss - 0.5432, iou_score - 0.4321]
+valid: 100%|██████████| 20/20 [00:01<00:00, 19.50it/s, dice_loss - 0.5032, iou_score - 0.4621]
+Epoch: 1
+train: 100%|██████████| 100/100 [00:10<00:00,  9.50it/s, dice_loss - nan, iou_score - 0.0]
+"""
+
+
+def test_gluonts_epoch_metrics(tmp_path: Path):
+    a = _run(tmp_path, GLUONTS)
+    assert _steps(a, "loss") == [0, 1]
+    assert _series(a, "loss")[0] == 5.23 and math.isnan(_series(a, "loss")[1])
+    assert _series(a, "eval_loss") == [5.53]
+
+
+def test_monai_rows_count_on_across_epochs_and_keep_the_average_apart(tmp_path: Path):
+    a = _run(tmp_path, MONAI)
+    assert _steps(a, "loss") == [1, 50, 51]
+    assert _series(a, "loss")[:2] == [0.9876, 0.9543]
+    assert _steps(a, "epoch_avg_loss") == [50, 51]
+
+
+def test_fasttext_progress(tmp_path: Path):
+    a = _run(tmp_path, FASTTEXT)
+    assert _steps(a, "loss") == [500, 1000]
+    assert _series(a, "loss")[0] == 10.123456 and math.isnan(_series(a, "loss")[1])
+
+
+def test_smp_bars_with_dash_pairs(tmp_path: Path):
+    a = _run(tmp_path, SMP)
+    assert _series(a, "dice_loss")[0] == 0.5432 and math.isnan(_series(a, "dice_loss")[1])
+    assert _steps(a, "dice_loss") == [100, 200]
+    assert _steps(a, "eval_dice_loss") == [100]
+
+
+# aymericdamien/TensorFlow-Examples: "Step " + str(step) + ", Minibatch Loss= " + "{:.4f}".format(loss) + ..."
+TF_EXAMPLES = """\
+Step 1, Minibatch Loss= 2.3025, Training Accuracy= 0.100
+Step 200, Minibatch Loss= 1.3025, Training Accuracy= 0.500
+Step 400, Minibatch Loss= nan, Training Accuracy= 0.098
+Optimization Finished!
+"""
+
+
+def test_a_minibatch_loss_alone_is_the_loss(tmp_path: Path):
+    a = _run(tmp_path, TF_EXAMPLES)
+    assert _steps(a, "loss") == [1, 200, 400]
