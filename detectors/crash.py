@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
 from autopsy.model import Event, Evidence, Finding, Run
 from detectors._common import checkpoint_state, event_evidence, nonfinite_onset, step_near
@@ -127,6 +128,93 @@ def _input_exhausted(run: Run) -> Finding | None:
         basis="direct", symptom="stopped_early")
 
 
+#: exceptions whose message alone names the mistake: (pattern, short label, what it means, remedies). The verdict stays ``crash``
+#: (the run died of it) but the finding says what the message means instead of "fix the exception"
+KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = (
+    # failure-catalog #15 (diffusers#6442, LLaVA#363, transformers#30559)
+    (re.compile(r"Attempting to unscale FP16 gradients"), "trainable weights in float16 under fp16 AMP",
+     "the GradScaler of fp16 mixed precision refuses float16 gradients: the trainable parameters are stored in "
+     "float16 (a model loaded with torch_dtype=float16, .half(), or LoRA weights created in half precision)",
+     ("Keep trainable weights in float32 under fp16 AMP: load with torch_dtype=torch.float32 (or 'auto' without a half "
+      "cast), or cast only the trainable ones: for p in model.parameters(): if p.requires_grad: p.data = p.data.float().",
+      "Or train in bf16 (bf16=True with torch_dtype=torch.bfloat16) on hardware that supports it, which needs no scaler.")),
+    (re.compile(r"Expected all tensors to be on the same device"), "tensors on different devices",
+     "an operation received tensors on different devices (a batch left on the CPU, a module not moved, or a model split "
+     "across GPUs by device_map while the loop moves inputs to one of them)",
+     ("Move the batch with the model (batch = {k: v.to(model.device) ...}) or let the Trainer/accelerate place it; with "
+      "device_map='auto', do not call model.to(device) afterwards.",)),
+    (re.compile(r"(?:Input type \(\S*Half\S*\) and weight type \(\S*Float|expected scalar type (?:Half|Float|BFloat16) "
+                r"but found (?:Float|Half|BFloat16)|expected mat1 and mat2 to have the same dtype)"),
+     "half and float32 tensors mixed outside autocast",
+     "an operation mixed float16/bfloat16 and float32 tensors (inputs in one dtype, weights in another) outside autocast",
+     ("Run the forward pass under torch.autocast (or the Trainer's fp16/bf16 flags) instead of casting the model by hand, "
+      "or cast the inputs to the weights' dtype.",)),
+    (re.compile(r"DataLoader worker \(pid\(?s?\)? ?[\d, ]*\)? (?:is killed by signal|exited unexpectedly)|"
+                r"unable to write to file </torch_|No space left on device"),
+     "a DataLoader worker died (shared memory)",
+     "a DataLoader worker process died: usually the shared memory (/dev/shm, 64 MB by default in Docker) or the host RAM "
+     "ran out while workers passed batches",
+     ("Give the container more shared memory (docker run --shm-size=16g, or ipc=host) or lower num_workers "
+      "(num_workers=0 to confirm).",)),
+)
+
+
+def _known_message(text: str) -> tuple[str, str, tuple[str, ...]] | None:
+    """(short label, what it means, remedies) of the first known message in ``text``."""
+    for rx, label, meaning, remedies in KNOWN_MESSAGES:
+        if rx.search(text):
+            return label, meaning, remedies
+    return None
+
+
+def _collective_timeout(run: Run) -> Finding | None:
+    """A rank's NCCL watchdog firing: the ranks stopped meeting at one collective, and the process was taken down."""
+    evs = run.events_of("collective_timeout")
+    if not evs:
+        return None
+    ev = evs[0]
+    d = ev.data
+    step = ev.step if ev.step is not None else step_near(run, ev)
+    at = f" at step {step}" if step is not None else ""
+    def rank_of(e: Any) -> int | None:
+        return e.data.get("watchdog_rank") if e.data.get("watchdog_rank") is not None else e.rank
+
+    who = f" on rank {rank_of(ev)}" if rank_of(ev) is not None else ""
+    ranks = sorted({r for e in evs if (r := rank_of(e)) is not None})
+    # each rank's newest collective: a rank whose count is far behind the others' stopped calling them first
+    seqs: dict[int, int] = {}
+    for e in evs:
+        r, q = rank_of(e), e.data.get("seq")
+        if r is not None and q is not None:
+            seqs[r] = max(seqs.get(r, q), q)
+    behind = ""
+    if len(set(seqs.values())) > 1:
+        low = min(seqs, key=lambda r: seqs[r])
+        behind = (f" Rank {low} is behind: its newest collective is #{seqs[low]:,}, the others' reach "
+                  f"#{max(seqs.values()):,}; start from what rank {low} was doing.")
+    waited = f"{d['ran_ms'] / 1000:,.0f} s" if d.get("ran_ms") else "its timeout"
+    seq = f" (collective #{d['seq']})" if d.get("seq") is not None else ""
+    return Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.8,
+        title=f"A collective timed out{who}{at}: {d.get('op', 'a collective')} waited {waited}",
+        message=(f"The NCCL watchdog{who} gave up on {d.get('op', 'a collective')}{seq} after {waited} (timeout "
+                 f"{d.get('timeout_ms', 0) / 1000:,.0f} s) and took the process down"
+                 + (f"; ranks reporting it: {', '.join(map(str, ranks))}" if len(ranks) > 1 else "")
+                 + ". The ranks stopped calling the same collectives: one rank was still busy (work done on rank 0 "
+                 "only: evaluation, saving, tokenizing), took another branch (a data-dependent condition, an uneven "
+                 "last batch), or had died." + behind),
+        first_step=step, evidence=[event_evidence(e, e.message.strip()[:240]) for e in evs[:3]],
+        remedies=["Find the rank that did not reach the collective: rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL and "
+                  "NCCL_DEBUG=INFO, and read every rank's log around this step (the missing rank often crashed or is "
+                  "still in eval/checkpointing).",
+                  "If rank 0 does long work alone (preprocessing, evaluation, saving a large checkpoint), raise the "
+                  "timeout: Trainer ddp_timeout=7200, accelerate InitProcessGroupKwargs(timeout=timedelta(hours=2)), "
+                  "or init_process_group(timeout=...).",
+                  "Make every rank run the same collectives: drop_last=True / even shards, no rank-dependent branches "
+                  "around forward/backward or metric all_gathers."],
+        basis="direct", symptom="crash")
+
+
 def detect(run: Run) -> Iterable[Finding]:
     short = _input_exhausted(run)
     if short is not None:
@@ -138,6 +226,10 @@ def detect(run: Run) -> Iterable[Finding]:
     # traceback: "step 2: CUDA error: device-side assert triggered"
     asserts = [e for e in run.events_of("index_out_of_range") if DEVICE_ASSERT.search(e.message)]
     fatal = ooms[-1] if ooms else (tracebacks[-1] if tracebacks else (asserts[-1] if asserts else None))
+    timeout = _collective_timeout(run) if not ooms else None
+    if timeout is not None:
+        yield timeout
+        return  # the DistBackendError traceback that follows a watchdog timeout is its consequence
     if fatal is None:
         return
     exc_type, exc_msg = _exc(fatal)
@@ -168,7 +260,8 @@ def detect(run: Run) -> Iterable[Finding]:
                       title=f"Out of memory{at}", message=f"The run died{at}: {exc_type}: {exc_msg[:200]}",
                       first_step=step, evidence=evidence, remedies=remedies, basis="direct", symptom="oom")
         return
-    remedies = [f"Fix the {exc_type} named in the traceback (see the frame it was raised in)."]
+    known = _known_message(f"{exc_msg} {fatal.message}")
+    remedies = list(known[2]) if known else [f"Fix the {exc_type} named in the traceback (see the frame it was raised in)."]
     if resume:
         remedies.append(resume[0].upper() + resume[1:] + ".")
     named_here = any(e.kind in EXPLAINING_KINDS and e.source == fatal.source and e.line == fatal.line
@@ -197,5 +290,6 @@ def detect(run: Run) -> Iterable[Finding]:
                       basis="inferred", symptom="crash")
     yield Finding(code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error",
                   confidence=AFTER_NAN_CONFIDENCE if after_nan else GENERIC_CONFIDENCE,
-                  title=f"Crashed with {exc_type}{at}", message=f"The run died{at}: {exc_type}: {exc_msg[:300]}",
+                  title=f"Crashed with {exc_type}{at}" + (f": {known[0]}" if known else ""),
+                  message=f"The run died{at}: {exc_type}: {exc_msg[:300]}" + (f" This means {known[1]}." if known else ""),
                   first_step=step, evidence=evidence, remedies=remedies, basis="direct", symptom="crash")

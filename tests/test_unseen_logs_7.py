@@ -23,3 +23,55 @@ def test_crash_evidence_quotes_the_frame_as_a_reader_would(tmp_path: Path):
     assert crash
     texts = [e.detail for e in crash[0].evidence]
     assert "raised in ./infer.py:27 in transform" in texts, texts
+
+
+# https://github.com/hiyouga/LlamaFactory/issues/7396 (torch's ProcessGroupNCCL watchdog on every rank, same collective)
+NCCL_SAME = """\
+{'loss': 0.8123, 'grad_norm': 0.91, 'learning_rate': 1e-05, 'epoch': 0.4}
+[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) ran for 600060 milliseconds before timing out.
+[80747] [rank4]:[E321 02:07:08.414640780 ProcessGroupNCCL.cpp:607] [Rank 4] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) ran for 600067 milliseconds before timing out.
+[80748] [rank0]:[E321 02:07:08.465150152 ProcessGroupNCCL.cpp:1664] [PG 1 Rank 0] Exception (either an error or timeout) detected by watchdog at work: 1580, last enqueued NCCL work: 1582, last completed NCCL work: 1579.
+"""
+
+# https://github.com/pytorch/pytorch/issues/118369 (a NeMo bar, then watchdog lines whose collective counts differ)
+NCCL_BEHIND = """\
+Epoch 0:   6%|██   | 32040/500150 [6:28:43<94:39:17,  1.37it/s, loss=2.6, v_num=95nc, reduced_train_loss=2.590, global_step=3.2e+4, consumed_samples=2.56e+7][E ProcessGroupNCCL.cpp:458] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=96120, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 25624887 milliseconds before timing out.
+[E ProcessGroupNCCL.cpp:458] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=96117, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 25625613 milliseconds before timing out.
+[E ProcessGroupNCCL.cpp:458] [Rank 7] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=64088, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 25625251 milliseconds before timing out.
+"""
+
+
+def test_an_nccl_watchdog_timeout_is_a_failure_not_a_healthy_run(tmp_path: Path):
+    a = _run(tmp_path, NCCL_SAME)
+    v = a.diagnosis.verdict
+    assert v.status == "failed" and v.root_cause == "crash"
+    f = [x for x in a.diagnosis.findings if x.code == "CRASH001"][0]
+    assert "ALLREDUCE" in f.title and "600 s" in f.title
+    assert "0, 4" in f.message and "behind" not in f.message
+    assert any("ddp_timeout" in r for r in f.remedies)
+
+
+def test_the_rank_whose_collective_count_lags_is_named(tmp_path: Path):
+    a = _run(tmp_path, NCCL_BEHIND)
+    f = [x for x in a.diagnosis.findings if x.code == "CRASH001"][0]
+    assert "Rank 7 is behind" in f.message and "#64,088" in f.message and "#96,120" in f.message
+
+
+# failure-catalog #15; the traceback as transformers#30559 / diffusers#6442 show it (accelerate's clip_grad_norm_)
+UNSCALE = """\
+Traceback (most recent call last):
+  File "train.py", line 88, in <module>
+    trainer.train()
+  File "/usr/local/lib/python3.10/site-packages/accelerate/accelerator.py", line 2040, in clip_grad_norm_
+    self.unscale_gradients()
+  File "/usr/local/lib/python3.10/site-packages/torch/cuda/amp/grad_scaler.py", line 260, in _unscale_grads_
+    raise ValueError("Attempting to unscale FP16 gradients.")
+ValueError: Attempting to unscale FP16 gradients.
+"""
+
+
+def test_a_known_exception_message_gets_its_meaning_and_fix(tmp_path: Path):
+    a = _run(tmp_path, UNSCALE)
+    f = [x for x in a.diagnosis.findings if x.code == "CRASH001"][0]
+    assert f.title.endswith("trainable weights in float16 under fp16 AMP")
+    assert "float32" in f.remedies[0] and "Fix the ValueError" not in " ".join(f.remedies)

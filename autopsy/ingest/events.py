@@ -31,6 +31,7 @@ EVENT_KINDS = (
     "nan_stop", "oom", "bf16_unsupported", "prompt_fills_max_length", "index_out_of_range",
     "cudnn_sdpa_warning", "ddp_unused_params", "unscale_fp16", "gemma_eager_warning", "loss_watchdog",
     "empty_tensor_load", "nan_input", "labels_masked", "no_trainable_params", "native_abort", "input_exhausted",
+    "collective_timeout",
     "warning", "error",
 )
 
@@ -157,6 +158,15 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("index_out_of_range", re.compile(r"index out of range in self|device-side assert triggered|"
                                       r"srcIndex < srcSelectDimSize|indexSelect\w*Kernel"), lambda m: {}),
     ("ddp_unused_params", re.compile(r"Expected to have finished reduction in the prior iteration"), lambda m: {}),
+    # torch ProcessGroupNCCL's watchdog (torch >= 1.12: "[Rank 3] Watchdog caught collective operation timeout:
+    # WorkNCCL(SeqNum=12345, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800226 milliseconds
+    # before timing out."; older "[Rank 0] Caught collective operation timeout: WorkNCCL(OpType=BROADCAST, ...)"): one
+    # rank waited for a collective the others never joined, and the watchdog takes the process down
+    ("collective_timeout", re.compile(r"(?:\[Rank (\d+)\] )?(?:Watchdog caught|Caught) collective operation timeout: "
+                                      r"WorkNCCL\((?:SeqNum=(\d+), )?OpType=(\w+)[^)]*?Timeout\(ms\)=(\d+)\) ran for (\d+) "
+                                      r"milliseconds"),
+     lambda m: {"watchdog_rank": int(m[1]) if m[1] else None, "seq": int(m[2]) if m[2] else None, "op": m[3],
+                "timeout_ms": int(m[4]), "ran_ms": int(m[5])}),
     ("unscale_fp16", re.compile(r"Attempting to unscale FP16 gradients"), lambda m: {}),
     # torch load_state_dict / PEFT merge of a ZeRO-3 save whose partitions were never gathered
     # (a [0]-shaped param in a size mismatch is the "error" event below, variant state_dict_size_mismatch)
@@ -195,7 +205,7 @@ TRIGGERS = (
     "Loss became", "Invalid loss", "Monitored metric", "The gradients at all", "Nan in summary",
     "ignored in loss calculation", "rainable params", "No inf checks", "mixed precision requires", "precision was requested",
     "malloc_or_wait", "metal::malloc", "Insufficient Memory", "kIOGPU", "libc++abi", "terminate called",
-    "core dumped", "Fatal Python error", "returned nan values", "Your input ran out",
+    "core dumped", "Fatal Python error", "returned nan values", "Your input ran out", "collective operation timeout",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the
