@@ -56,6 +56,8 @@ CALM_GRAD = 3.0
 MIN_HISTORY = 3
 #: a calm curve that turns NaN for good in bf16/fp32 (no loss scaler to skip the batch): the data, more often than not
 PERSISTENT_CALM_CONFIDENCE = 0.55
+#: the same with no grad_norm logged before the onset (growing gradients cannot be ruled out)
+PERSISTENT_CALM_NO_GRAD_CONFIDENCE = 0.45
 #: logs before the onset that define "recent"
 RECENT = 8
 
@@ -187,9 +189,12 @@ def _calm_curve_nan(run: Run, onset: Onset | None) -> Finding | None:
         conf, severity = 0.6, "error"
     elif recovered:
         conf, severity = 0.45, "warning"
-    elif not fp16:
+    elif not fp16 and len(gn):
         # bf16/fp32 have no scaler to skip the bad step: one bad batch puts NaN in the weights and it stays
         conf, severity = PERSISTENT_CALM_CONFIDENCE, "error"
+    elif not fp16:
+        # no grad_norm logged: gradients may have been growing unseen, so a calm loss alone is half the evidence
+        conf, severity = PERSISTENT_CALM_NO_GRAD_CONFIDENCE, "warning"
     else:
         conf, severity = 0.35, "warning"
     named = [e for e in run.events_of("nan_input") if e.step is None or e.step <= onset.step + 1]
@@ -207,7 +212,8 @@ def _calm_curve_nan(run: Run, onset: Onset | None) -> Finding | None:
     return Finding(
         code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity=severity, confidence=conf,
         title=f"Abrupt NaN at step {onset.step} out of a calm curve: suspect the data",
-        message=f"{onset.metric} is {shape}, with loss and grad_norm normal just before"
+        message=f"{onset.metric} is {shape}, with loss{' and grad_norm' if len(gn) else ''} normal just before"
+                + ("" if len(gn) else " (no grad_norm logged to rule out growing gradients)")
                 + ("; fp16 activation overflow on those batches is an equally good explanation." if fp16 else "."),
         first_step=onset.step, evidence=evidence, basis="direct" if named else "inferred", symptom="nonfinite_loss",
         remedies=[(f"Dump the batches of step(s) {steps_txt or onset.step} and check inputs and labels with torch.isfinite; "

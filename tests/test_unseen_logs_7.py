@@ -75,3 +75,22 @@ def test_a_known_exception_message_gets_its_meaning_and_fix(tmp_path: Path):
     f = [x for x in a.diagnosis.findings if x.code == "CRASH001"][0]
     assert f.title.endswith("trainable weights in float16 under fp16 AMP")
     assert "float32" in f.remedies[0] and "Fix the ValueError" not in " ".join(f.remedies)
+
+
+# pytorch/examples mnist/main.py: 'Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}', then NaN for good; no grad_norm logged
+MNIST_NAN = """\
+Train Epoch: 1 [0/60000 (0%)]\tLoss: 2.305400
+Train Epoch: 1 [640/60000 (1%)]\tLoss: 1.359780
+Train Epoch: 1 [59520/60000 (99%)]\tLoss: 0.359780
+Train Epoch: 2 [0/60000 (0%)]\tLoss: nan
+Train Epoch: 2 [640/60000 (1%)]\tLoss: nan
+"""
+
+
+def test_a_calm_loss_without_grad_norm_is_not_enough_to_blame_the_data(tmp_path: Path):
+    a = _run(tmp_path, MNIST_NAN)
+    v = a.diagnosis.verdict
+    assert v.status == "inconclusive", (v.status, v.root_cause)
+    f = [x for x in a.diagnosis.findings if x.code == "DATA001"]
+    assert f and f[0].confidence < 0.5
+    assert "grad_norm normal" not in f[0].message and "no grad_norm logged" in f[0].message
