@@ -563,3 +563,17 @@ Optimization Finished!
 def test_a_minibatch_loss_alone_is_the_loss(tmp_path: Path):
     a = _run(tmp_path, TF_EXAMPLES)
     assert _steps(a, "loss") == [1, 200, 400]
+
+
+# dmlc/dgl examples (gcn.py style): "Epoch {:05d} | Loss {:.4f} | Train Acc {:.4f} | Val Acc {:.4f}", one line per epoch
+DGL = """\
+Epoch 00000 | Loss 1.9463 | Train Acc 0.2929 | Val Acc 0.2600
+Epoch 00001 | Loss 1.8463 | Train Acc 0.3929 | Val Acc 0.3600
+Epoch 00002 | Loss nan | Train Acc 0.1429 | Val Acc 0.1220
+"""
+
+
+def test_a_line_per_epoch_is_placed_at_its_epoch(tmp_path: Path):
+    a = _run(tmp_path, DGL)
+    assert _steps(a, "loss") == [0, 1, 2]
+    assert _series(a, "loss")[:2] == [1.9463, 1.8463]

@@ -87,6 +87,9 @@ _COUNTER = re.compile(rb"\b([Ss]tep|STEP|[Ii]ter|ITER|[Ii]teration|global_step|[
 #: a bare counter opening a line before a bracketed group: eriklindernoren Keras-GAN / ML-From-Scratch
 #: ``print("%d [D loss: %f, acc.: %.2f%%] [G loss: %f]" % (epoch, ...))``
 _LEADING_NUMBER = re.compile(rb"[ \t]*(\d+) \[")
+#: a line that opens with its epoch and has no finer counter (DGL/PyG examples ``Epoch 00002 | Loss nan | ...``,
+#: ``Epoch: 003, Loss: nan``): one line per epoch, the epoch is its step (used only while the numbers increase)
+_LEADING_EPOCH = re.compile(rb"[ \t]*(?:\[[^\]\r\n]{1,40}\][ \t]*)?(?:[Ee]poch|EPOCH)\b[ \t]*[:=#]?[ \t]*(\d+)\b(?![/.])")
 #: a tqdm bar after the pair: ``  71%|#####   | 417/586 [47:52<27:15,  9.68s/it]``
 _BAR = re.compile(rb"\d{1,3}%\|[^|\r\n]{0,400}\|\s*(\d+)/(?:\d+|\?)\s*\[")
 _EPOCH = re.compile(rb"\b(?:[Ee]poch|EPOCH)\b\s*[:=#]?\s*\[?\s*(\d+)")
@@ -212,7 +215,7 @@ def _counter_step(line: bytes) -> int | None:
     """The step a line's own counter gives: ``Step 300``; ``Epoch 2 | Batch 100/15582`` -> 2 * 15582 + 100."""
     c = _COUNTER.search(line)
     if c is None:
-        lead = _LEADING_NUMBER.match(line)
+        lead = _LEADING_NUMBER.match(line) or _LEADING_EPOCH.match(line)
         return int(lead[1]) if lead is not None else None
     n = int(c[2])
     e = _EPOCH.search(line)
