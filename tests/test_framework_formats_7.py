@@ -546,8 +546,9 @@ def test_fasttext_progress(tmp_path: Path):
 
 def test_smp_bars_with_dash_pairs(tmp_path: Path):
     a = _run(tmp_path, SMP)
-    assert _series(a, "dice_loss")[0] == 0.5432 and math.isnan(_series(a, "dice_loss")[1])
-    assert _steps(a, "dice_loss") == [100, 200]
+    # the run's only loss (the one its optimizer steps on) is its loss
+    assert _series(a, "loss")[0] == 0.5432 and math.isnan(_series(a, "loss")[1])
+    assert _steps(a, "loss") == [100, 200]
     assert _steps(a, "eval_dice_loss") == [100]
 
 
@@ -577,3 +578,10 @@ def test_a_line_per_epoch_is_placed_at_its_epoch(tmp_path: Path):
     a = _run(tmp_path, DGL)
     assert _steps(a, "loss") == [0, 1, 2]
     assert _series(a, "loss")[:2] == [1.9463, 1.8463]
+
+
+def test_the_only_loss_under_a_name_of_its_own_is_the_loss(tmp_path: Path):
+    a = _run(tmp_path, "Epoch 1, MSE loss: 0.5\nEpoch 2, MSE loss: 0.4\nEpoch 3, MSE loss: nan\n")
+    assert _steps(a, "loss") == [1, 2, 3]
+    b = _run(tmp_path / "gan", KERAS_GAN) if (tmp_path / "gan").mkdir() is None else None
+    assert "loss" not in set(b.run.scalars["metric"])  # two models' losses: no guess

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from autopsy.metrics import RUNNING_LOSS_NAMES, TOTAL_LOSS_NAMES, canonical
+from autopsy.metrics import ALIASES, RUNNING_LOSS_NAMES, TOTAL_LOSS_NAMES, canonical
 from autopsy.model import Artifact, ArtifactStatus, Event, Run, empty_scalars, relpath
 
 #: Source kinds in order of trust when several hold the same series (lower = preferred).
@@ -118,6 +118,17 @@ def _small_int(a: np.ndarray) -> np.ndarray:
     if a.size and (a.min() < -(2**31) or a.max() >= 2**31):
         return a
     return a.astype("int32")
+
+
+#: canonical metrics that hold a loss-named value other than the training loss (loss_scale, nll_loss, aux_loss...)
+_KNOWN_LOSS_NAMED = frozenset(v for v in ALIASES.values() if "loss" in v)
+
+
+def _own_loss_name(metric: str) -> bool:
+    """A training loss under the run's own name: "loss" in it, not a held-out, per-rank or known auxiliary series."""
+    low = metric.lower()
+    return ("loss" in low and "@" not in metric and metric not in _KNOWN_LOSS_NAMED
+            and not low.startswith(("eval", "val", "test", "dev")) and low not in ("epoch_avg_loss", "bar_loss"))
 
 
 class RunBuilder:
@@ -278,13 +289,17 @@ class RunBuilder:
     def _promote_total_loss(self) -> None:
         """A run that logs no ``loss`` but one total (``total_loss``, ``losses``: the sum its optimizer steps on)
         has that total as its loss: detectors read ``loss``. Failing a total, one running or per-step loss
-        (``avr_loss``, ``step_loss``: ``RUNNING_LOSS_NAMES``) is. Two candidates stay as they are (no guess)."""
+        (``avr_loss``, ``step_loss``: ``RUNNING_LOSS_NAMES``) is, then the one loss-named series of a run that prints
+        no other (``MSE_loss``). Two candidates stay as they are (no guess)."""
         names = {m for s in self._sources.values() for m in s.blocks}
         if "loss" in names:
             return
         totals = [m for m in names if m.lower() in TOTAL_LOSS_NAMES]
         if not totals:
             totals = [m for m in names if m.lower() in RUNNING_LOSS_NAMES]
+        if not totals:
+            # the only loss the run prints, under a name of its own ("MSE loss: 0.5" read as MSE_loss)
+            totals = [m for m in names if _own_loss_name(m)]
         if len(totals) != 1:
             return
         for s in self._sources.values():
