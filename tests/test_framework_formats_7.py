@@ -585,3 +585,37 @@ def test_the_only_loss_under_a_name_of_its_own_is_the_loss(tmp_path: Path):
     assert _steps(a, "loss") == [1, 2, 3]
     b = _run(tmp_path / "gan", KERAS_GAN) if (tmp_path / "gan").mkdir() is None else None
     assert "loss" not in set(b.run.scalars["metric"])  # two models' losses: no guess
+
+
+# -- tables with a dashed rule under the header (tabulate "simple", wasabi/spaCy) -------------------------------
+
+# tabulate(rows, headers=[...]) default "simple" format
+TABULATE = """\
+  step    loss    grad_norm    learning_rate
+------  ------  -----------  ---------------
+    10  2.3456       1.2345           0.0001
+    20  1.3456       1.1345           0.0001
+    30  nan          nan              0.0001
+"""
+
+# spaCy v3 `spacy train` console logger (wasabi msg.row: header, a dash rule per column, rows); two-word headers
+SPACY = """\
+E    #       LOSS TOK2VEC  LOSS NER  ENTS_F  ENTS_P  ENTS_R  SCORE
+---  ------  ------------  --------  ------  ------  ------  ------
+  0       0          0.00     49.29    0.00    0.00    0.00    0.00
+  0     200         25.12   2048.98   50.12   55.00   46.00    0.50
+  1     400           nan       nan    0.00    0.00    0.00    0.00
+"""
+
+
+def test_a_table_with_a_rule_under_its_header(tmp_path: Path):
+    a = _run(tmp_path, TABULATE)
+    assert _steps(a, "loss") == [10, 20, 30]
+    assert _series(a, "grad_norm")[:2] == [1.2345, 1.1345]
+
+
+def test_spacy_table_columns_come_from_the_rule(tmp_path: Path):
+    a = _run(tmp_path, SPACY)
+    assert _steps(a, "LOSS_NER") == [0, 200, 400]
+    assert _series(a, "LOSS_NER")[:2] == [49.29, 2048.98] and math.isnan(_series(a, "LOSS_NER")[2])
+    assert _series(a, "ENTS_F")[1] == 50.12

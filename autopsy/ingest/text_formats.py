@@ -966,11 +966,15 @@ MIN_HEADED_ROWS = 2
 #: a row elided by whoever pasted the table (``...``, ``…``, ``⋮``) does not end it
 _ELISION = re.compile(rb"(?m)^[ \t]*(?:\.{3,}|\xe2\x80\xa6|\xe2\x8b\xae)[ \t]*\r?\n")
 _STEP_NAMES = {"step", "steps", "global_step", "iter", "iteration", "iters", "epoch", "update", "updates",
-               "num_updates", "it", "#"}
+               "num_updates", "it", "#", "e"}
 #: step columns finer than an epoch column beside them
-_FINE_STEP_NAMES = {"step", "steps", "global_step", "iter", "iteration", "iters", "update", "updates", "num_updates"}
+_FINE_STEP_NAMES = {"step", "steps", "global_step", "iter", "iteration", "iters", "update", "updates", "num_updates",
+                    "#"}
 _DELIMS = re.compile(rb"[,;|]")
 _TOKEN = re.compile(rb"[^ \t\r\n]+")
+#: a rule line under a table header: dash groups (``------  ------------  --------``), maybe joined by ``+``/``|``
+_RULE = re.compile(rb"[ \t]*-{1,}(?:[ \t+|]+-{1,})*[ \t]*\r?")
+_DASHES = re.compile(rb"-+")
 
 
 def _row_cells(text: bytes, m: re.Match[bytes], names: list[str], starts: list[int] | None) -> dict[str, bytes]:
@@ -1007,6 +1011,18 @@ def parse_columns(text: bytes, first_line: int, st: StepState, out: Collector,
         names: list[str] | None = None
         starts: list[int] | None = None  # the header's column offsets, for a fixed-width table with blank cells
         prev_end = start - 1
+        if prev_end > 0 and _RULE.fullmatch(text, line_start(text, prev_end), prev_end) is not None:
+            # tabulate's "simple" and wasabi tables (spaCy): a dashed rule between header and rows; its dash groups
+            # are the columns, so a header cell may hold a space ("LOSS TOK2VEC")
+            rs = line_start(text, prev_end)
+            spans = [(g.start() - rs, g.end() - rs) for g in _DASHES.finditer(text, rs, prev_end)]
+            hs = line_start(text, rs - 1) if rs > 0 else -1
+            head = text[hs:rs - 1].rstrip(b"\r") if hs >= 0 else b""
+            cells = [head[a:b].strip().replace(b" ", b"_").decode("utf-8", "replace") for a, b in spans]
+            if head.strip() and all(cells) and len(cells) >= ncols:
+                names = cells
+                starts = None if len(cells) == ncols else [a for a, _ in spans]
+            prev_end = -1
         if prev_end > 0:
             ls = line_start(text, prev_end)
             hm = _COL_HEAD.match(text, ls, prev_end)
@@ -1024,7 +1040,7 @@ def parse_columns(text: bytes, first_line: int, st: StepState, out: Collector,
                 run.clear()
                 return
             names = ["step", "loss"]
-        lows = [n.lower().lstrip("#") for n in names]
+        lows = [n.lower().lstrip("#") or "#" for n in names]
         if lows[0] not in _STEP_NAMES:
             run.clear()
             return
