@@ -1654,7 +1654,7 @@ _FASTTEXT = re.compile(rb"Progress:\s*([\d.]+)% words/sec/thread:\s*[\d.]+\s+lr:
 #: segmentation_models_pytorch ``utils/train.py`` ``Epoch.run``: a tqdm bar named by the stage whose postfix is
 #: ``", ".join("{} - {:.4}".format(k, v))`` (``dice_loss - 0.5432, iou_score - 0.4321``); the examples print
 #: ``Epoch: {i}`` before each epoch
-_SMP_BAR = re.compile(rb"\b(train|valid): +\d+%\|[^|\r\n]{0,400}\|\s*(\d+)/(\d+) \[[^,\]\r\n]{0,60}, ([^\]\r\n]{0,2000})\]")
+_SMP_BAR = re.compile(rb"(?:(?<![\w])(train|valid)): +\d+%\|[^|\r\n]{0,400}\|\s*(\d+)/(\d+) \[[^,\]\r\n]{0,60}, ([^\]\r\n]{0,2000})\]")
 _SMP_PAIR = re.compile(rb"([A-Za-z]\w{0,60}) - (" + NUM + rb")(?=,|$)")
 _SMP_EPOCH = re.compile(rb"(?m)^Epoch: (\d+)[ \t]*\r?$")
 
@@ -1669,65 +1669,86 @@ def _epoch_at(epochs: list[tuple[int, int]], pos: int, default: int | None) -> i
     return epochs[i][1] if i >= 0 else default
 
 
-def parse_epoch_loggers(text: bytes, first_line: int, st: StepState, out: Collector,
-                        steps: StepMarks, used: Used) -> None:
-    """GluonTS epoch metrics at the epoch; MONAI rows at ``epoch_local_step`` under their ``epoch e/E`` header (the
-    average as ``epoch_avg_loss``); fastText's progress (per mille) as the step; smp bars at epoch * batches + n."""
+def parse_gluonts(text: bytes, first_line: int, st: StepState, out: Collector,
+                  steps: StepMarks, used: Used) -> None:
+    """GluonTS epoch metrics at the epoch (``epoch_loss`` the loss, ``validation_epoch_loss`` the eval loss)."""
+    if not has(text, b"Evaluation metric '") and not has(text, b"Learning rate is "):
+        return
     lines = Lines(text, first_line)
-    if has(text, b"Evaluation metric '") or has(text, b"Learning rate is "):
-        for m in _GLUONTS.finditer(text):
-            step = int(m[1])
-            name = m[2].decode() if m[2] else "learning_rate"
-            out.add(step, name, float(m[3]), lines.at(m.start()))
-            out.metric_override[name] = {"epoch_loss": "loss", "validation_epoch_loss": "eval_loss"}.get(name, name)
-            _mark(st, steps, used, m.start(), step, "gluonts")
-    if has(text, b", train_loss: "):
-        epochs = [(m.start(), int(m[1])) for m in _MONAI_EPOCH.finditer(text)]
-        last = getattr(st, "monai_epoch", None)
-        for m in _in_order(_MONAI_ROW, _MONAI_AVG, text):
-            if m.re is _MONAI_AVG:  # at the step of the epoch's last row
-                if "monai" in st.frameworks and st.last_step is not None:
-                    out.add(st.last_step, "epoch_avg_loss", float(m[2]), lines.at(m.start()))
-                    used.add(line_start(text, m.start()))
-                continue
-            epoch = _epoch_at(epochs, m.start(), last)
-            if epoch is None:
-                continue
-            step = epoch_local_step(st, "monai", epoch, int(m[1]), int(m[2]))
-            out.add(step, "train_loss", float(m[3]), lines.at(m.start()))
-            out.metric_override["train_loss"] = "loss"
-            _mark(st, steps, used, m.start(), step, "monai")
-        if epochs:
-            st.monai_epoch = epochs[-1][1]  # type: ignore[attr-defined]
-    if has(text, b"avg.loss:"):
-        for m in _FASTTEXT.finditer(text):
-            step = round(float(m[1]) * 10)
-            out.add(step, "avg.loss", float(m[3]), lines.at(m.start()))
-            out.add(step, "lr", float(m[2]), lines.at(m.start()))
-            out.metric_override["avg.loss"] = "loss"
-            out.metric_override["lr"] = "learning_rate"
-            _mark(st, steps, used, m.start(), step, "fasttext")
-    if has(text, b" - ") and has(text, b"%|"):
-        epochs = [(m.start(), int(m[1])) for m in _SMP_EPOCH.finditer(text)]
-        best: dict[tuple[bytes, int, int], tuple[int, int, list]] = {}
-        for m in _SMP_BAR.finditer(text):
-            pairs = _SMP_PAIR.findall(m[4])
-            if not pairs or not any(is_loss_like(k.decode()) for k, _ in pairs):
-                continue
-            epoch = _epoch_at(epochs, m.start(), getattr(st, "smp_epoch", 0)) or 0
-            best[(m[1], epoch, int(m[2]))] = (m.start(), int(m[3]), pairs)  # the last redraw of a counter wins
-        train_end: dict[int, int] = {}
-        for (stage, epoch, n), (pos, total, pairs) in sorted(best.items(), key=lambda kv: kv[1][0]):
-            if stage == b"valid":  # the validation of an epoch: at the last training step of that epoch
-                step = train_end.get(epoch, epoch * total + n)
-                pairs = [(b"eval_" + k, v) for k, v in pairs]
-            else:
-                step = epoch * total + n
-                train_end[epoch] = max(train_end.get(epoch, step), step)
-            _add_pairs(out, step, lines.at(pos), pairs)
-            _mark(st, steps, used, pos, step, "smp")
-        if epochs:
-            st.smp_epoch = epochs[-1][1]  # type: ignore[attr-defined]
+    for m in _GLUONTS.finditer(text):
+        step = int(m[1])
+        name = m[2].decode() if m[2] else "learning_rate"
+        out.add(step, name, float(m[3]), lines.at(m.start()))
+        out.metric_override[name] = {"epoch_loss": "loss", "validation_epoch_loss": "eval_loss"}.get(name, name)
+        _mark(st, steps, used, m.start(), step, "gluonts")
+
+
+def parse_monai(text: bytes, first_line: int, st: StepState, out: Collector,
+                steps: StepMarks, used: Used) -> None:
+    """MONAI rows at ``epoch_local_step`` under their ``epoch e/E`` header; the epoch average as ``epoch_avg_loss``."""
+    if not has(text, b", train_loss: "):
+        return
+    lines = Lines(text, first_line)
+    epochs = [(m.start(), int(m[1])) for m in _MONAI_EPOCH.finditer(text)]
+    last = getattr(st, "monai_epoch", None)
+    for m in _in_order(_MONAI_ROW, _MONAI_AVG, text):
+        if m.re is _MONAI_AVG:  # at the step of the epoch's last row
+            if "monai" in st.frameworks and st.last_step is not None:
+                out.add(st.last_step, "epoch_avg_loss", float(m[2]), lines.at(m.start()))
+                used.add(line_start(text, m.start()))
+            continue
+        epoch = _epoch_at(epochs, m.start(), last)
+        if epoch is None:
+            continue
+        step = epoch_local_step(st, "monai", epoch, int(m[1]), int(m[2]))
+        out.add(step, "train_loss", float(m[3]), lines.at(m.start()))
+        out.metric_override["train_loss"] = "loss"
+        _mark(st, steps, used, m.start(), step, "monai")
+    if epochs:
+        st.monai_epoch = epochs[-1][1]  # type: ignore[attr-defined]
+
+
+def parse_fasttext(text: bytes, first_line: int, st: StepState, out: Collector,
+                   steps: StepMarks, used: Used) -> None:
+    """fastText's progress lines: the progress in per mille as the step, ``avg.loss`` the loss."""
+    if not has(text, b"avg.loss:"):
+        return
+    lines = Lines(text, first_line)
+    for m in _FASTTEXT.finditer(text):
+        step = round(float(m[1]) * 10)
+        out.add(step, "avg.loss", float(m[3]), lines.at(m.start()))
+        out.add(step, "lr", float(m[2]), lines.at(m.start()))
+        out.metric_override["avg.loss"] = "loss"
+        out.metric_override["lr"] = "learning_rate"
+        _mark(st, steps, used, m.start(), step, "fasttext")
+
+
+def parse_smp(text: bytes, first_line: int, st: StepState, out: Collector,
+              steps: StepMarks, used: Used) -> None:
+    """segmentation_models_pytorch bars at epoch * batches + n; a validation bar at its epoch's last training step."""
+    if not (has(text, b"train: ") or has(text, b"valid: ")) or not has(text, b"%|"):
+        return
+    lines = Lines(text, first_line)
+    epochs = [(m.start(), int(m[1])) for m in _SMP_EPOCH.finditer(text)]
+    best: dict[tuple[bytes, int, int], tuple[int, int, list]] = {}
+    for m in _SMP_BAR.finditer(text):
+        pairs = _SMP_PAIR.findall(m[4])
+        if not pairs or not any(is_loss_like(k.decode()) for k, _ in pairs):
+            continue
+        epoch = _epoch_at(epochs, m.start(), getattr(st, "smp_epoch", 0)) or 0
+        best[(m[1], epoch, int(m[2]))] = (m.start(), int(m[3]), pairs)  # the last redraw of a counter wins
+    train_end: dict[int, int] = {}
+    for (stage, epoch, n), (pos, total, pairs) in sorted(best.items(), key=lambda kv: kv[1][0]):
+        if stage == b"valid":  # the validation of an epoch: at the last training step of that epoch
+            step = train_end.get(epoch, epoch * total + n)
+            pairs = [(b"eval_" + k, v) for k, v in pairs]
+        else:
+            step = epoch * total + n
+            train_end[epoch] = max(train_end.get(epoch, step), step)
+        _add_pairs(out, step, lines.at(pos), pairs)
+        _mark(st, steps, used, pos, step, "smp")
+    if epochs:
+        st.smp_epoch = epochs[-1][1]  # type: ignore[attr-defined]
 
 
 #: (parser, letters a chunk needs first) in the order they run, before the generic parser
@@ -1747,7 +1768,10 @@ FORMAT_PARSERS = (
     (parse_gan_rows, (b"Loss", b"epochiterstime")),
     (parse_clu, (b"",)),
     (parse_header_blocks, (b"step", b"batch", b"ba", b"epoch")),
-    (parse_epoch_loggers, (b"Evaluationmetric", b"Learningrateis", b"trainloss", b"avgloss", b"train", b"valid")),
+    (parse_gluonts, (b"Evaluationmetric", b"Learningrateis")),
+    (parse_monai, (b"trainloss",)),
+    (parse_fasttext, (b"avgloss",)),
+    (parse_smp, (b"trainits", b"validits")),
     (parse_mxnet, (b"samplessec", b"EpochValidation", b"EpochTrain")),
     (parse_espnet, (b"epochtrain", b"epochvalid", b"epochresults")),
     (parse_wenet, (b"TRAINBatch", b"CVBatch")),
