@@ -17,6 +17,7 @@ from detectors import (  # config/event detectors
     gradientless_params,
     lora_task_type,
     loss_divergence,
+    loss_flat,
     lr_stalled,
     lr_too_high,
     masked_batches,
@@ -52,6 +53,7 @@ ALL: list[ModuleType] = [
     bf16_hardware,
     fp16_hardware,
     vocab_mismatch,
+    loss_flat,
 ]
 
 

@@ -94,3 +94,35 @@ def test_a_calm_loss_without_grad_norm_is_not_enough_to_blame_the_data(tmp_path:
     f = [x for x in a.diagnosis.findings if x.code == "DATA001"]
     assert f and f[0].confidence < 0.5
     assert "grad_norm normal" not in f[0].message and "no grad_norm logged" in f[0].message
+
+
+# https://github.com/tensorflow/tensorflow/issues/12287 ("Loss stays a constant 0.6931 while training"), as pasted
+TF_LN2 = "".join(f"= >   step: {i} loss: {v} accuracy:0.{60 + i % 20}\n" for i, v in enumerate(
+    ["0.6773", "2.4587", "5.3353", "1.0234", "10.6901", "1.9899", "3.5713", "0.6869"] + ["0.6931"] * 20))
+
+
+def test_a_loss_stuck_at_chance_level_is_not_healthy(tmp_path: Path):
+    a = _run(tmp_path, TF_LN2)
+    v = a.diagnosis.verdict
+    assert v.status != "healthy"
+    f = [x for x in a.diagnosis.findings if x.code == "FLAT001"]
+    assert f and "0.6931 = ln(2)" in f[0].title and f[0].first_step == 8
+    assert "20 logs from step 8 to step 27" in f[0].title
+
+
+# ImageNet-1k at chance: ln(1000) = 6.9078 (caffe-mobilenet-v3#1 quotes "Train net output #0: loss = 6.90776")
+def test_chance_level_for_imagenet(tmp_path: Path):
+    log = "".join(f"Iteration {20 * i}, loss = {6.9077 + (i % 3) * 0.0003:.5f}\n" for i in range(12))
+    a = _run(tmp_path, log)
+    f = [x for x in a.diagnosis.findings if x.code == "FLAT001"]
+    assert f and "ln(1000)" in f[0].title
+
+
+def test_a_plateau_with_training_noise_or_coarse_printing_is_left_alone(tmp_path: Path):
+    noisy = "".join(f"step {i} loss {2.3026 + (0.004 if i % 2 else -0.004):.4f}\n" for i in range(30))
+    coarse = "".join(f"step {i} loss {2.30:.2f}\n" for i in range(30))
+    for i, log in enumerate((noisy, coarse)):
+        d = tmp_path / str(i)
+        d.mkdir()
+        a = _run(d, log)
+        assert not [x for x in a.diagnosis.findings if x.code == "FLAT001"], i
