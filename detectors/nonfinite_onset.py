@@ -35,12 +35,17 @@ import numpy as np
 
 from autopsy.model import Evidence, Finding, Run
 from detectors._common import (
+    Onset,
+    bf16_or_fp32,
     checkpoint_evidence,
     fmt,
+    fp16_signals,
     gradnorm_failure,
     nonfinite_onset,
     points,
+    robust_level,
     transient_first_gradnorm,
+    value_at,
 )
 
 CODE = "NUM001"
@@ -73,10 +78,23 @@ def detect(run: Run) -> Iterable[Finding]:
                 ("Guard the loop: skip batches with a non-finite loss or stop (check torch.isfinite(loss) before backward) "
                 "so NaN never reaches the weights.")]
     first = _from_first_log(run, onset.step)
-    if first:
+    # "before the optimizer could act" holds only when the first log is the first step; a first log at step 20
+    # (logging every 20 steps) follows 20 unseen updates, so the usual suspects stay open
+    at_start = first and onset.step is not None and onset.step <= 1
+    suspects, facts = differential(run, onset, at_start)
+    evidence.extend(facts)
+    if at_start:
         remedies.insert(0, "Non-finite from the first log, before the optimizer could act: suspect what the first "
                            "forward pass uses, not the learning rate: the loaded weights (autopsy scan the checkpoint), "
                            "the model's dtype or quantization, the first batches' inputs, the framework version.")
+    elif suspects:
+        n = len(suspects)
+        remedies[:0] = [f"Suspect {i} of {n}" + (" (most likely, from this run's numbers)" if i == 1 else "")
+                        + f" if no other finding names the cause: {s}." for i, s in enumerate(suspects, 1)]
+        if first:
+            remedies.insert(0, f"Non-finite at the first log (step {onset.step}): the updates before it were not logged, "
+                               "so the first forward passes (loaded weights, dtype, inputs) are suspects as well as "
+                               "the ones below.")
     yield Finding(
         code=CODE, name=SLUG, root_cause=None, severity="error", confidence=0.95,
         title=f"Training went non-finite at {at}" + (" (the first log)" if first else ""),
@@ -85,6 +103,96 @@ def detect(run: Run) -> Iterable[Finding]:
         first_step=onset.step, evidence=evidence, remedies=remedies, basis="symptom",
         symptom={"grad_norm": "nonfinite_grad_norm", "eval_loss": "eval_nonfinite"}.get(onset.metric, "nonfinite_loss"),
     )
+
+
+#: the loss at its last finite log before the onset this many times its best = the loss was climbing (overshoot)
+RISING = 1.3
+#: grad_norm this many times its early level before the onset = growing gradients
+GRAD_GROWTH = 4.0
+#: an LR below this cannot blow a run up by itself (the optimizer barely moves the weights)
+TINY_LR = 1e-5
+
+
+def differential(run: Run, onset: Onset, at_start: bool) -> tuple[list[str], list[Evidence]]:
+    """The usual causes of a non-finite onset, ordered by what this run's own numbers say for and against each.
+
+    Returns one sentence per suspect (what the run shows, and the test that tells it apart) and the evidence rows
+    the sentences cite. An onset at the run's first step is left to its own remedy (the optimizer had not acted yet).
+    """
+    if onset.step is None or at_start:
+        return [], []
+    step = onset.step
+    facts: list[Evidence] = []
+    score = {"lr": 0.16, "fp16": 0.14, "data": 0.05}  # the shares of these causes in public threads (causes.PRIOR)
+    said = {"lr": "", "fp16": "", "data": ""}
+    # learning rate: its value at the onset, whether it was still rising (warmup) or at its peak
+    lr = points(run, "learning_rate").finite_only()
+    lr_at = value_at(lr, step)
+    if lr_at is not None:
+        before = lr.before(step, inclusive=True)
+        rising = len(before) >= 2 and before[-1].value > before[0].value
+        if lr_at.value < TINY_LR:
+            score["lr"] = 0.0
+            said["lr"] = f"lr {fmt(lr_at.value)} at step {lr_at.step} is too small to blow the weights up"
+        else:
+            said["lr"] = f"lr {fmt(lr_at.value)} at step {lr_at.step}" + ("; still rising (warmup)" if rising else "")
+            if rising:
+                score["lr"] += 0.05
+            facts.append(lr_at.evidence(f"learning_rate {fmt(lr_at.value)} at step {lr_at.step}, the last log at or "
+                                        f"before the onset" + (f" (from {fmt(before[0].value)} at step {before[0].step})"
+                                                               if rising else "")))
+    # the loss before the onset: climbing (overshoot) or calm (one bad batch, or an overflow)
+    loss = points(run, "loss").before(step)
+    loss = loss.select(loss.finite)
+    if len(loss) >= 2:
+        best, last = loss[loss.argmin()], loss[-1]
+        if best.value > 0 and last.value >= RISING * best.value and last.step > best.step:
+            score["lr"] += 0.15
+            said["lr"] += f"; the loss climbed from {fmt(best.value)} (step {best.step}) to {fmt(last.value)} (step {last.step}) first"
+            facts.append(last.evidence(f"loss {fmt(last.value)} at step {last.step}, {last.value / best.value:.3g}x its best "
+                                       f"{fmt(best.value)} (step {best.step}), the last finite log before the onset"))
+        else:
+            score["data"] += 0.05
+            said["data"] = f"the loss was calm ({fmt(last.value)} at step {last.step}) right before it"
+            facts.append(last.evidence(f"loss {fmt(last.value)} at step {last.step}, the last finite log before the onset "
+                                       f"(best {fmt(best.value)}): no climb first"))
+    gn = points(run, "grad_norm").before(step).finite_only()
+    if len(gn) >= 3:
+        base = robust_level(gn.values[: max(2, len(gn) // 3)])
+        top = gn[gn.argmax()]
+        if base and top.value >= GRAD_GROWTH * base:
+            score["lr"] += 0.1
+            said["lr"] += f"; grad_norm grew from ~{fmt(base)} to {fmt(top.value)} (step {top.step})"
+    # particular batches: finite logs after the non-finite ones
+    if onset.recovered and not onset.persistent:
+        score["data"] += 0.2
+        said["data"] = (said["data"] + "; " if said["data"] else "") + "finite logs follow the non-finite ones (particular batches)"
+    # precision
+    half = fp16_signals(run)
+    wide = bf16_or_fp32(run)
+    if half:
+        score["fp16"] += 0.2
+        said["fp16"] = half[0].evidence.detail
+    elif wide is not None:
+        score["fp16"] = 0.0
+        said["fp16"] = wide.detail
+    else:
+        said["fp16"] = "nothing read says which precision the run used"
+    tests = {
+        "lr": "learning rate too high: rerun from a checkpoint before the onset with the LR divided by 10 (and "
+              "gradient clipping on); a NaN that disappears was the LR",
+        "fp16": "float16 overflow: rerun the same steps in bf16 or fp32; a NaN that disappears was fp16's range "
+                "(max 65504)",
+        "data": "a bad batch (NaN/Inf or empty inputs, an impossible label or box): replay the batches of the failing "
+                "steps alone in fp32; a NaN that follows the batch is the data",
+    }
+    order = sorted((k for k in score if score[k] > 0), key=lambda k: -score[k])
+    out = [tests[k] + (f" (here: {said[k]})" if said[k] else "") for k in order]
+    if score["fp16"] == 0.0 and said["fp16"]:
+        out.append(f"not float16 overflow: {said['fp16']}")
+    if score["lr"] == 0.0 and said["lr"]:
+        out.append(f"not the learning rate: {said['lr']}")
+    return out, facts
 
 
 def _from_first_log(run: Run, step: int | None) -> bool:

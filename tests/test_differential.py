@@ -1,0 +1,77 @@
+"""An unexplained non-finite onset comes with the usual suspects, ordered by the run's own numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.test_unseen_logs import _run
+
+
+def _num001(a):
+    return [f for f in a.diagnosis.findings if f.code == "NUM001" and f.severity == "error"][0]
+
+
+def _suspects(f) -> list[str]:
+    return [r for r in f.remedies if r.startswith("Suspect ")]
+
+
+# https://github.com/PaddlePaddle/PaddleDetection/issues/5337 (ppdet's logger as pasted; SSDLite on CPU, batch 4)
+PPDET = """\
+2022-03-09 15:20:28,459-INFO: iter: 0, lr: 0.000083, 'loss': '24.061707', eta: 0:02:34, batch_cost: 0.00039 sec, ips: 5168.58164 images/sec
+2022-03-09 15:20:50,962-INFO: iter: 20, lr: 0.000085, 'loss': 'nan', eta: 5 days, 18:42:12, batch_cost: 1.24839 sec, ips: 1.60206 images/sec
+2022-03-09 15:21:12,661-INFO: iter: 40, lr: 0.000087, 'loss': 'nan', eta: 5 days, 1:16:20, batch_cost: 1.09156 sec, ips: 1.83224 images/sec
+"""
+
+
+def test_an_unexplained_nan_lists_the_suspects_with_the_numbers_that_order_them(tmp_path: Path):
+    a = _run(tmp_path, PPDET)
+    assert a.diagnosis.verdict.status == "inconclusive"
+    f = _num001(a)
+    sus = _suspects(f)
+    assert len(sus) == 3
+    assert "learning rate too high" in sus[0] and "lr 8.5e-05 at step 20; still rising (warmup)" in sus[0]
+    assert "nothing read says which precision" in sus[1]
+    assert "Fix the cause named by the other findings" in f.remedies[len(sus)]  # the suspects come first
+    lr_rows = [e for e in f.evidence if e.detail.startswith("learning_rate 8.5e-05 at step 20")]
+    assert lr_rows and lr_rows[0].where.endswith("2"), [e.where for e in f.evidence]  # line 2 of log.txt
+
+
+# HF Trainer dicts (the shape every transformers run prints); bf16 on; the loss is calm, goes NaN for two logs and
+# comes back: particular batches, not the LR and never fp16 (stdout dicts carry no step: the n-th log is step n)
+HF_CALM = "".join(
+    f"{{'loss': {v}, 'grad_norm': {g}, 'learning_rate': 2e-05, 'epoch': {s / 100:.2f}}}\n"
+    for s, v, g in [(10, 1.52, 1.1), (20, 1.31, 0.9), (30, 1.22, 1.0), (40, "nan", "nan"), (50, "nan", "nan"),
+                    (60, 1.18, 0.95), (70, 1.15, 0.9), (80, 1.12, 0.92)])
+
+
+def test_a_calm_loss_that_comes_back_puts_the_data_first_and_rules_out_fp16(tmp_path: Path):
+    a = _run(tmp_path, HF_CALM, config="--bf16 True --learning_rate 2e-5\n")
+    f = _num001(a)
+    sus = _suspects(f)
+    assert sus, f.remedies
+    assert "a bad batch" in sus[0] and "particular batches" in sus[0] and "calm (1.22 at step 3)" in sus[0]
+    assert any(s.startswith("Suspect") and "not float16 overflow: bf16 = true" in s for s in sus)
+    assert not any("float16 overflow: rerun" in s for s in sus)
+
+
+# the same dicts with a climbing loss and growing grad_norm before the NaN: the LR comes first
+HF_CLIMB = "".join(
+    f"{{'loss': {v}, 'grad_norm': {g}, 'learning_rate': {lr}, 'epoch': {s / 100:.2f}}}\n"
+    for s, v, g, lr in [(10, 2.1, 1.0, 1e-4), (20, 1.9, 1.1, 2e-4), (30, 1.8, 0.9, 3e-4), (40, 2.9, 6.0, 4e-4),
+                        (50, 5.5, 40.0, 5e-4), (60, "nan", "nan", 5e-4), (70, "nan", "nan", 5e-4)])
+
+
+def test_a_climbing_loss_puts_the_learning_rate_first_with_its_numbers(tmp_path: Path):
+    a = _run(tmp_path, HF_CLIMB)
+    f = _num001(a)
+    assert a.diagnosis.verdict.root_cause == "lr_too_high"  # OPT001 names it; NUM001 keeps the suspects as a finding
+    sus = _suspects(f)
+    assert "learning rate too high" in sus[0]
+    assert "climbed from 1.8 (step 3) to 5.5 (step 5)" in sus[0] and "grad_norm grew" in sus[0]
+
+
+def test_a_nan_at_the_first_step_keeps_the_first_forward_pass_advice_only(tmp_path: Path):
+    a = _run(tmp_path, "".join(f"step {s} | loss nan | lr 1e-05\n" for s in (1, 2, 3, 4)))
+    f = _num001(a)
+    assert not _suspects(f)
+    assert f.remedies[0].startswith("Non-finite from the first log, before the optimizer could act")
