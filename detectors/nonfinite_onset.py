@@ -81,7 +81,7 @@ def detect(run: Run) -> Iterable[Finding]:
     # "before the optimizer could act" holds only when the first log is the first step; a first log at step 20
     # (logging every 20 steps) follows 20 unseen updates, so the usual suspects stay open
     at_start = first and onset.step is not None and onset.step <= 1
-    suspects, facts = differential(run, onset, at_start)
+    suspects, facts, informed = differential(run, onset, at_start)
     evidence.extend(facts)
     if at_start:
         remedies.insert(0, "Non-finite from the first log, before the optimizer could act: suspect what the first "
@@ -89,7 +89,8 @@ def detect(run: Run) -> Iterable[Finding]:
                            "the model's dtype or quantization, the first batches' inputs, the framework version.")
     elif suspects:
         n = len(suspects)
-        remedies[:0] = [f"Suspect {i} of {n}" + (" (most likely, from this run's numbers)" if i == 1 else "")
+        why = "most likely, from this run's numbers" if informed else "the most common in public threads; this run gives no numbers to order them"
+        remedies[:0] = [f"Suspect {i} of {n}" + (f" ({why})" if i == 1 else "")
                         + f" if no other finding names the cause: {s}." for i, s in enumerate(suspects, 1)]
         if first:
             remedies.insert(0, f"Non-finite at the first log (step {onset.step}): the updates before it were not logged, "
@@ -113,17 +114,19 @@ GRAD_GROWTH = 4.0
 TINY_LR = 1e-5
 
 
-def differential(run: Run, onset: Onset, at_start: bool) -> tuple[list[str], list[Evidence]]:
+def differential(run: Run, onset: Onset, at_start: bool) -> tuple[list[str], list[Evidence], bool]:
     """The usual causes of a non-finite onset, ordered by what this run's own numbers say for and against each.
 
     Returns one sentence per suspect (what the run shows, and the test that tells it apart) and the evidence rows
     the sentences cite. An onset at the run's first step is left to its own remedy (the optimizer had not acted yet).
     """
-    if onset.step is None or at_start:
-        return [], []
-    step = onset.step
+    if at_start:
+        return [], [], False
+    # a stop message with no step of its own: the numbers logged up to the end of the log are the ones before it
+    step = onset.step if onset.step is not None else 1 << 62
     facts: list[Evidence] = []
     score = {"lr": 0.16, "fp16": 0.14, "data": 0.05}  # the shares of these causes in public threads (causes.PRIOR)
+    prior = dict(score)
     said = {"lr": "", "fp16": "", "data": ""}
     # learning rate: its value at the onset, whether it was still rising (warmup) or at its peak
     lr = points(run, "learning_rate").finite_only()
@@ -192,7 +195,7 @@ def differential(run: Run, onset: Onset, at_start: bool) -> tuple[list[str], lis
         out.append(f"not float16 overflow: {said['fp16']}")
     if score["lr"] == 0.0 and said["lr"]:
         out.append(f"not the learning rate: {said['lr']}")
-    return out, facts
+    return out, facts, score != prior
 
 
 def _from_first_log(run: Run, step: int | None) -> bool:

@@ -75,3 +75,41 @@ def test_a_nan_at_the_first_step_keeps_the_first_forward_pass_advice_only(tmp_pa
     f = _num001(a)
     assert not _suspects(f)
     assert f.remedies[0].startswith("Non-finite from the first log, before the optimizer could act")
+
+
+# a loop's own NaN check raising in words of its own (each line as the library raises it):
+# RecBole trainer.py _check_nan (RecBole#1726), AllenNLP/OLMo trainers, GluonTS trainer (gluonts#1405),
+# tf.debugging.check_numerics(loss, "Loss is NaN or Inf")
+NAN_RAISES = [
+    "ValueError: Training loss is nan",
+    "ValueError: nan loss encountered",
+    "gluonts.core.exception.GluonTSUserError: Got NaN in first epoch. Try reducing initial learning rate.",
+    "tensorflow.python.framework.errors_impl.InvalidArgumentError: Loss is NaN or Inf : Tensor had NaN values",
+]
+NOT_NAN_RAISES = [
+    # scikit-learn's input check is about the data handed to it, not a training loss
+    "ValueError: Input contains NaN, infinity or a value too large for dtype('float64').",
+    # fairseq's DynamicLossScaler: the fp16 scale collapse, its own kind
+    "FloatingPointError: Minimum loss scale reached (0.0001). Your loss is probably exploding. Try lowering the "
+    "learning rate, using gradient clipping or increasing the batch size.",
+]
+
+
+def test_a_loops_own_nan_check_raising_is_a_nan_stop_not_an_unknown_crash(tmp_path: Path):
+    from autopsy.ingest.events import classify
+
+    for line in NAN_RAISES:
+        assert classify(line)[0] == "nan_stop", line
+    for line in NOT_NAN_RAISES:
+        assert (classify(line) or ("",))[0] != "nan_stop", line
+    log = ('Traceback (most recent call last):\n'
+           '  File "D:\\anaconda3\\lib\\site-packages\\recbole\\trainer\\trainer.py", line 177, in _train_epoch\n'
+           '    self._check_nan(loss)\n'
+           '  File "D:\\anaconda3\\lib\\site-packages\\recbole\\trainer\\trainer.py", line 248, in _check_nan\n'
+           "    raise ValueError('Training loss is nan')\n"
+           'ValueError: Training loss is nan\n')
+    a = _run(tmp_path, log)
+    v = a.diagnosis.verdict
+    assert v.root_cause != "crash" and v.status == "inconclusive", (v.status, v.root_cause)
+    f = _num001(a)
+    assert _suspects(f) and "no numbers to order them" in _suspects(f)[0]

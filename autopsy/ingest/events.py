@@ -124,6 +124,15 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     # returned nan values in its 0th output." (torch/csrc/autograd/engine.cpp): the first backward op that made a NaN
     ("nan_stop", re.compile(r"Function '(\w+)' returned nan values in its (\d+)\w* output"),
      lambda m: {"tensor": m[1], "what": "gradient", "anomaly": True}),
+    # a loop's own finiteness check raising in words of its own: RecBole Trainer._check_nan "ValueError: Training loss
+    # is nan"; AllenNLP's and OLMo's trainers "ValueError: nan loss encountered"; GluonTS "GluonTSUserError: Got NaN in
+    # first epoch. Try reducing initial learning rate."; tf.debugging.check_numerics(loss, "Loss is NaN or Inf")
+    # "InvalidArgumentError: Loss is NaN or Inf : Tensor had NaN values". Only on an exception's line, and only when
+    # the message ties the NaN to the loss or to the training loop ("ValueError: Input contains NaN" is about inputs)
+    ("nan_stop", re.compile(r"\b\w*(?:Error|Exception)\b:\s[^\n]{0,80}?(?:\b(?:[Ll]oss|LOSS)\b[^\n]{0,40}?"
+                            r"\b(nan|NaN|NAN|inf|Inf|INF|infinite|Infinity)\b|\b(nan|NaN|NAN)\b[^\n]{0,25}?"
+                            r"(?:\b[Ll]oss\b|\bin (?:the )?(?:first )?(?:epoch|iteration|step|batch)\b))"),
+     lambda m: {"value": (m[1] or m[2]).lower()}),
     ("loss_watchdog", re.compile(r"Loss is too high, stopping training"), lambda m: {}),
     # tf.keras / Keras 3 fit(): a dataset or generator that yields fewer than steps_per_epoch * epochs batches ends
     # training with only this warning ("... at least `steps_per_epoch * epochs` batches (in this case, 100000 batches)")
