@@ -65,6 +65,8 @@ USUAL_LR_MAX_LORA = 3e-3
 #: (the divergence bar itself, DIVERGE_FACTOR and DIVERGE_MIN_BEST, is shared with DIV001: detectors/_common.py)
 #: a divergence without NaN and without any other LR sign: the LR is still the usual cause, at this confidence
 BARE_DIVERGENCE_CONFIDENCE = 0.55
+#: a NaN during the warmup ramp and nothing else: the lead, at the bar for a verdict (diagnosis.MIN_FAILED_CONFIDENCE)
+WARMUP_NAN_CONFIDENCE = 0.5
 #: below this LR an optimisation blow-up is implausible (mar69: NaN at lr 4e-6 was fp16)
 TINY_LR = 1e-5
 
@@ -126,6 +128,7 @@ def detect(run: Run) -> Iterable[Finding]:
             # a finite loss 1000x its best just before the NaN, with nothing saying fp16 (whose overflow gives
             # inf/NaN or the 1e34-then-0 shape of its own): the updates overshot
             exploded = last.value >= EXPLODED_RATIO * best.value and not fp16_signals(run)
+    ramp = False
     if lr_at is not None:
         before = lr.before(step, inclusive=True)
         peak = before[before.argmax()]
@@ -133,6 +136,8 @@ def detect(run: Run) -> Iterable[Finding]:
             signals.append(("peak", peak.evidence(f"lr reached {fmt(peak.value)} at step {peak.step} (up from "
                                                    f"{fmt(before[0].value)} at step {before[0].step}), its peak so far; "
                                                    f"{fmt(lr_at.value)} at the failure")))
+            # still climbing at the failure: the last LR log is the highest yet, above the one before it (warmup)
+            ramp = len(before) >= 2 and lr_at.value >= peak.value and lr_at.value > before[-2].value
     peak_lr = (float(lr.values.max()) if len(lr) else None) or num(run.config.get("learning_rate"))
     optim = str(run.config.get("optim") or "").lower()
     ck_opt = (run.checkpoint_analysis or {}).get("optimizer")
@@ -146,11 +151,18 @@ def detect(run: Run) -> Iterable[Finding]:
         signals.append(("high", src))
     kinds = {k for k, _ in signals}
     diverged = nonfinite_onset(run) is None  # the failure is the divergence itself (no NaN)
-    if not diverged and not exploded and (len(kinds) < 2 or not kinds & {"grad", "loss", "high"}):
+    onset = nonfinite_onset(run)
+    # a NaN that comes while the LR is still ramping up (warmup) and stays, with nothing saying fp16 or a bad batch
+    # (finite logs after it) and a finite loss logged before it: the LR's own climb is the lead, at the verdict bar
+    warmup_nan = (ramp and kinds == {"peak"} and onset is not None and onset.persistent and not onset.recovered
+                  and not fp16_signals(run) and len(loss) >= 1)
+    if not diverged and not exploded and not warmup_nan and (len(kinds) < 2 or not kinds & {"grad", "loss", "high"}):
         return
     clip = num(run.config.get("max_grad_norm"))
     evidence = [e for _, e in signals] + [fail_ev]
     conf = 0.45 + 0.1 * len(kinds) if kinds else BARE_DIVERGENCE_CONFIDENCE
+    if warmup_nan:
+        conf = WARMUP_NAN_CONFIDENCE
     if run.config.fact("max_grad_norm") is not None and (clip is None or clip <= 0):
         evidence.append(config_evidence(run, "max_grad_norm", "max_grad_norm = 0: gradient clipping is off"))
         conf += 0.05
@@ -168,6 +180,8 @@ def detect(run: Run) -> Iterable[Finding]:
     yield Finding(
         code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=min(conf, 0.85),
         title=f"Learning rate too high: diverged at step {step}" + (f" (lr {lr_txt})" if lr_txt else ""),
-        message="; ".join([e.detail for _, e in signals] + [f"then {fail_ev.detail}" if signals else fail_ev.detail]) + ".",
+        message="; ".join([e.detail for _, e in signals] + [f"then {fail_ev.detail}" if signals else fail_ev.detail]) + (
+            ". The LR was still rising (warmup) when it happened, and nothing read says float16 or a bad batch (no "
+            "finite log after it): the climb is the lead; a rerun with the peak LR divided by 10 tells" if warmup_nan else "") + ".",
         first_step=step, evidence=evidence, remedies=remedies, basis="inferred", symptom="loss_divergence",
     )

@@ -25,7 +25,7 @@ PPDET = """\
 
 def test_an_unexplained_nan_lists_the_suspects_with_the_numbers_that_order_them(tmp_path: Path):
     a = _run(tmp_path, PPDET)
-    assert a.diagnosis.verdict.status == "inconclusive"
+    assert a.diagnosis.verdict.root_cause == "lr_too_high"  # OPT001: a NaN while the LR still ramps up (below)
     f = _num001(a)
     sus = _suspects(f)
     assert len(sus) == 3
@@ -113,3 +113,37 @@ def test_a_loops_own_nan_check_raising_is_a_nan_stop_not_an_unknown_crash(tmp_pa
     assert v.root_cause != "crash" and v.status == "inconclusive", (v.status, v.root_cause)
     f = _num001(a)
     assert _suspects(f) and "no numbers to order them" in _suspects(f)[0]
+
+
+# YunYang1994/TensorFlow2.0-Examples YOLOv3 train.py prints (TensorFlow2.0-Examples#8):
+# "=> STEP %4d   lr: %.6f   giou_loss: %4.2f   conf_loss: %4.2f   prob_loss: %4.2f   total_loss: %4.2f"
+def _yolo(rows) -> str:
+    return "".join(f"=> STEP {s:4d}   lr: {lr:.6f}   giou_loss: {g}   conf_loss: {c}   prob_loss: 0.03   total_loss: {t}\n"
+                   for s, lr, g, c, t in rows)
+
+
+WARMUP_NAN = [(s, s * 8e-7, "2.10", "6.18", f"{8.3 + (s % 3) * 0.4:.2f}") for s in range(740, 750)] + [
+    (750, 6.0e-4, " nan", "10.89", " nan"), (751, 6.01e-4, " nan", " nan", " nan"), (752, 6.02e-4, " nan", " nan", " nan")]
+
+
+def test_a_nan_while_the_lr_still_ramps_up_names_the_lr_and_says_why(tmp_path: Path):
+    a = _run(tmp_path, _yolo(WARMUP_NAN))
+    v = a.diagnosis.verdict
+    assert (v.status, v.root_cause) == ("failed", "lr_too_high")
+    f = [x for x in a.diagnosis.findings if x.code == "OPT001"][0]
+    assert "still rising (warmup)" in f.message and f.first_step == 750
+
+
+def test_a_nan_at_a_constant_lr_or_in_an_fp16_run_is_not_put_on_the_warmup(tmp_path: Path):
+    flat = [(s, 6e-4, g, c, t) for s, _, g, c, t in WARMUP_NAN]
+    (tmp_path / "flat").mkdir()
+    a = _run(tmp_path / "flat", _yolo(flat))
+    assert a.diagnosis.verdict.root_cause != "lr_too_high"
+    (tmp_path / "fp16").mkdir()
+    a = _run(tmp_path / "fp16", _yolo(WARMUP_NAN), config="--fp16 True\n")
+    assert a.diagnosis.verdict.root_cause != "lr_too_high"
+    # finite logs after the NaN: particular batches, not the LR's climb
+    back = WARMUP_NAN[:-2] + [(751, 6.01e-4, "2.00", "6.00", "8.10"), (752, 6.02e-4, "2.00", "6.00", "8.00")]
+    (tmp_path / "back").mkdir()
+    a = _run(tmp_path / "back", _yolo(back))
+    assert a.diagnosis.verdict.root_cause != "lr_too_high"
