@@ -17,8 +17,14 @@ tiny Llama of sample_logs (scripts/make_samples.py: hidden 16, 2 layers) and a ~
 (hidden 768, 12 layers, vocab 16k) on CPU, 1 torch thread (2 shared cores). Also: the record's bytes
 per step for a 30-layer model, and (--profile) the recorder's own cost per step by component.
 
+On a GPU (``--device cuda``) a "step" of each mode is a block of ``--block`` training steps with no
+synchronization inside it (the host runs ahead of the GPU as in a real loop, and the recorder's one
+read per step costs what it costs there), then ``torch.cuda.synchronize()``; the figure is the block's
+wall time per step. The thread-CPU clock is printed too but means little there (it counts the host
+spinning while it waits for the GPU).
+
     .venv/bin/python benchmarks/bench_record.py [--reps 200] [--large-reps 6] [--skip-large] [--profile]
-        [--modes baseline,cheap,deep]
+        [--modes baseline,cheap,deep] [--device cuda --block 10 --large-batch 8x512]
 
 Prints the load average (uptime) before and after, and a Markdown table.
 """
@@ -43,6 +49,8 @@ sys.path.insert(0, str(REPO / "scripts"))
 MODES = ("baseline", "cheap", "deep", "hf-debug", "anomaly")
 CLOCKS = ("cpu", "wall")
 UPDATE_EVERY = 50  # the recorder's default
+DEV = torch.device("cpu")  # --device
+BLOCK = 1  # training steps per timed block (--block; GPU only)
 
 
 def llama(hidden: int, layers: int, heads: int, inter: int, vocab: int):
@@ -51,12 +59,13 @@ def llama(hidden: int, layers: int, heads: int, inter: int, vocab: int):
     torch.manual_seed(0)
     return LlamaForCausalLM(LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=inter,
                                         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
-                                        max_position_embeddings=512, tie_word_embeddings=False))
+                                        max_position_embeddings=1024, tie_word_embeddings=False)).to(DEV)
 
 
 def batch(vocab: int, bs: int, seq: int, seed: int) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, vocab, (bs, seq), generator=g)
+    ids = ids.to(DEV)
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids.clone()}
 
 
@@ -78,16 +87,24 @@ class Arm:
             self.debug = DebugUnderflowOverflow(model)
 
     def step(self, b: dict[str, torch.Tensor]) -> tuple[float, float]:
-        """One training step; (CPU seconds of this thread, wall seconds)."""
-        ctx = torch.autograd.detect_anomaly(check_nan=True) if self.mode == "anomaly" else contextlib.nullcontext()
+        """One training step (on a GPU: a block of BLOCK steps, then a synchronize); (CPU seconds of this
+        thread, wall seconds) per step."""
+        gpu = DEV.type == "cuda"
+        if gpu:
+            torch.cuda.synchronize()
         c0, t0 = time.thread_time(), time.perf_counter()
-        with ctx:
-            self.opt.zero_grad(set_to_none=True)
-            loss = self.model(**b).loss
-            loss.backward()
-        if self.rec is None or self.rec.step(loss=loss, optimizer=self.opt, batch=b):
-            self.opt.step()
-        return time.thread_time() - c0, time.perf_counter() - t0
+        for _ in range(BLOCK if gpu else 1):
+            ctx = torch.autograd.detect_anomaly(check_nan=True) if self.mode == "anomaly" else contextlib.nullcontext()
+            with ctx:
+                self.opt.zero_grad(set_to_none=True)
+                loss = self.model(**b).loss
+                loss.backward()
+            if self.rec is None or self.rec.step(loss=loss, optimizer=self.opt, batch=b):
+                self.opt.step()
+        if gpu:
+            torch.cuda.synchronize()
+        n = BLOCK if gpu else 1
+        return (time.thread_time() - c0) / n, (time.perf_counter() - t0) / n
 
 
 def quartiles(xs: list[float]) -> tuple[float, float, float]:
@@ -275,12 +292,22 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1: steadier on a shared machine)")
     ap.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of " + ",".join(MODES))
     ap.add_argument("--no-bytes", action="store_true", help="skip the record-size measurement")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--block", type=int, default=10, help="GPU: training steps per timed block")
+    ap.add_argument("--large-batch", default="2x128", help="the ~110M model's batch, BSxSEQ")
     a = ap.parse_args()
+    global DEV, BLOCK
+    DEV, BLOCK = torch.device(a.device), a.block
+    bs, seq = (int(x) for x in a.large_batch.lower().split("x"))
     modes = tuple(m for m in MODES if m in a.modes.split(",") or m == "baseline")
     torch.set_num_threads(a.threads)
     import make_samples as ms
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU; no GPU in this run")
+    if DEV.type == "cuda":
+        print(f"torch {torch.__version__}, GPU {torch.cuda.get_device_name()}, fp32 (TF32 off), blocks of {BLOCK} "
+              "steps timed on the wall clock (read the wall-time table)")
+    else:
+        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU; no GPU in this run")
     print(f"load before: {load()}", flush=True)
     results = []
 
@@ -293,8 +320,8 @@ def main() -> None:
     results.append(("tiny Llama (sample_logs), bs 8 x 32", sum(p.numel() for p in tiny().parameters()),
                     measure("tiny", tiny, 64, 8, 32, a.reps, modes=modes)))
     if not a.skip_large:
-        results.append(("Llama 12 x 768, bs 2 x 128", sum(p.numel() for p in big().parameters()),
-                        measure("110M", big, 16000, 2, 128, a.large_reps, warmup=1, modes=modes)))
+        results.append((f"Llama 12 x 768, bs {bs} x {seq}", sum(p.numel() for p in big().parameters()),
+                        measure("110M", big, 16000, bs, seq, a.large_reps, warmup=1, modes=modes)))
     print(f"load after: {load()}")
     print("\nOverhead per mode: **median of the paired ratios** (each step against the baseline step of the"
           " same repetition) and their interquartile range; median paired difference; ratio of the medians")

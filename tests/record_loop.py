@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from record_plants import Plant, collate, tiny_llama, token_rows  # noqa: E402
+from record_plants import DEVICE, Plant, collate, tiny_llama, token_rows  # noqa: E402
 
 PLANT_LAYER = 2
 PLANT_STEP = 4
@@ -28,8 +28,8 @@ def train(out: Path, direction: str = "forward", action: str = "record", steps: 
     rows = token_rows(4 * steps)
     for step in range(1, steps + 1):
         plant.current = step
-        batch = collate(rows[(step - 1) * 4: step * 4])
-        batch["idx"] = torch.arange((step - 1) * 4, step * 4)
+        batch = {k: v.to(DEVICE) for k, v in collate(rows[(step - 1) * 4: step * 4]).items()}
+        batch["idx"] = torch.arange((step - 1) * 4, step * 4, device=DEVICE)
         loss = model(**{k: v for k, v in batch.items() if k != "idx"}).loss
         loss.backward()
         if rec.step(loss=loss, optimizer=opt, batch=batch):
@@ -40,6 +40,7 @@ def train(out: Path, direction: str = "forward", action: str = "record", steps: 
         if sleep:
             time.sleep(sleep)
     rec.close()
+    assert next(model.parameters()).device.type == DEVICE  # the run happened where it was asked to
     return model, rec
 
 

@@ -7,7 +7,16 @@ so only the gradient goes non-finite (the forward stays finite), from that modul
 
 from __future__ import annotations
 
+import os
+
 import torch
+
+#: where the recorder tests train: "cpu" (CI) or "cuda" (run by hand on a GPU machine:
+#: ``AUTOPSY_TEST_DEVICE=cuda pytest tests/test_record_loop.py tests/test_record_frameworks.py``); a GPU
+#: asked for and missing is an error, never a silent CPU run
+DEVICE = os.environ.get("AUTOPSY_TEST_DEVICE", "cpu")
+if DEVICE != "cpu" and not torch.cuda.is_available():
+    raise RuntimeError(f"AUTOPSY_TEST_DEVICE={DEVICE} but torch sees no GPU")
 
 LAYERS = 4
 VOCAB = 64
@@ -20,7 +29,7 @@ def tiny_llama(layers: int = LAYERS, hidden: int = 32, seed: int = 0):
     cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
                       num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
                       tie_word_embeddings=False, pad_token_id=0)
-    return LlamaForCausalLM(cfg)
+    return LlamaForCausalLM(cfg).to(DEVICE)
 
 
 def token_rows(n: int, length: int = 12, seed: int = 0) -> list[dict[str, list[int]]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from record_plants import Plant, all_finite, collate, tiny_llama, token_rows
+from record_plants import DEVICE, Plant, all_finite, collate, tiny_llama, token_rows
 
 from autopsy.pipeline import analyze
 from autopsy.record.format import read_record
@@ -55,7 +55,7 @@ def _hf_trainer(out, direction, action="record", trl=False, max_grad_norm=1.0):
             plant.current = state.global_step + 1
 
     common = dict(output_dir=str(out), max_steps=7, per_device_train_batch_size=4, learning_rate=1e-3,
-                  logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, max_grad_norm=max_grad_norm,
+                  logging_steps=1, save_strategy="no", report_to=[], use_cpu=DEVICE == "cpu", max_grad_norm=max_grad_norm,
                   seed=0, dataloader_num_workers=0)
     callbacks = [StepOfPlant(), AutopsyCallback(on_nonfinite=action)]
     if trl:
@@ -72,6 +72,7 @@ def _hf_trainer(out, direction, action="record", trl=False, max_grad_norm=1.0):
         trainer = Trainer(model=model, args=TrainingArguments(**common), train_dataset=token_rows(28),
                           data_collator=collate, callbacks=callbacks)
     trainer.train()
+    assert next(model.parameters()).device.type == DEVICE
     return trainer
 
 
@@ -135,15 +136,19 @@ def _lightning(out, direction, action="record"):
     module = Module()
     plant = Plant(module.model.model.layers[LAYER].mlp, STEP, direction)
 
+    devices = set()
+
     class StepOfPlant(L.Callback):
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
             plant.current = trainer.global_step + 1
+            devices.add(pl_module.device.type)
 
     loader = torch.utils.data.DataLoader(token_rows(28), batch_size=4, collate_fn=collate)
-    trainer = L.Trainer(default_root_dir=str(out), max_steps=7, accelerator="cpu", logger=False,
+    trainer = L.Trainer(default_root_dir=str(out), max_steps=7, accelerator="gpu" if DEVICE == "cuda" else "cpu", logger=False,
                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                         callbacks=[StepOfPlant(), AutopsyLightningCallback(on_nonfinite=action)])
     trainer.fit(module, loader)
+    assert devices == {DEVICE}  # trained where asked (Lightning moves the module back to the CPU at the end)
     return trainer, module
 
 
