@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from autopsy.causes import DAMAGE, PRIOR, explains
 from autopsy.model import (
+    CONDITIONAL_REMEDY,
     ROOT_CAUSES,
     SEVERITY_RANK,
     ChainStep,
@@ -136,6 +137,9 @@ def diagnose(findings: list[Finding], outcomes: list[DetectorOutcome], run: Run 
                 if c.consequence_of == top.root_cause:
                     for f in c.support:
                         f.explained_by = top.root_cause
+            for f in ordered:  # a symptom's "if no other finding names the cause" advice: another one does
+                if f.explained_by and any(CONDITIONAL_REMEDY in r for r in f.remedies):
+                    f.remedies = [r for r in f.remedies if CONDITIONAL_REMEDY not in r]
         alternatives = _alternatives(causes, top)
     else:
         # the earliest error-level anomaly leads (the onset); saved damage is named beside it

@@ -53,6 +53,10 @@ ROOT_CAUSES: dict[str, str] = {
     "unknown": "Something is wrong, but the evidence does not single out a cause.",
 }
 
+#: A remedy holding this phrase applies only while no other finding names the cause (a symptom's list of usual
+#: suspects): the diagnosis drops it from a finding that the verdict's cause explains.
+CONDITIONAL_REMEDY = "if no other finding names the cause"
+
 #: Columns of ``Run.scalars``; one row per (source, step, metric) point.
 SCALAR_COLUMNS = ["step", "metric", "value", "source", "line", "key"]
 

@@ -33,7 +33,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from autopsy.model import Evidence, Finding, Run
+from autopsy.model import CONDITIONAL_REMEDY, Evidence, Finding, Run
 from detectors._common import (
     Onset,
     bf16_or_fp32,
@@ -91,11 +91,11 @@ def detect(run: Run) -> Iterable[Finding]:
         n = len(suspects)
         why = "most likely, from this run's numbers" if informed else "the most common in public threads; this run gives no numbers to order them"
         remedies[:0] = [f"Suspect {i} of {n}" + (f" ({why})" if i == 1 else "")
-                        + f" if no other finding names the cause: {s}." for i, s in enumerate(suspects, 1)]
+                        + f" {CONDITIONAL_REMEDY}: {s}." for i, s in enumerate(suspects, 1)]
         if first:
             remedies.insert(0, f"Non-finite at the first log (step {onset.step}): the updates before it were not logged, "
                                "so the first forward passes (loaded weights, dtype, inputs) are suspects as well as "
-                               "the ones below.")
+                               f"the ones below, {CONDITIONAL_REMEDY}.")
     yield Finding(
         code=CODE, name=SLUG, root_cause=None, severity="error", confidence=0.95,
         title=f"Training went non-finite at {at}" + (" (the first log)" if first else ""),
