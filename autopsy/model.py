@@ -39,7 +39,7 @@ ROOT_CAUSES: dict[str, str] = {
     "padding_free_without_flash_attn": "Padding-free/packed batches without FlashAttention attend across samples.",
     "gradientless_params": "Trainable parameters receive no gradient; weights never move.",
     "lora_task_type_mismatch": "LoRA task_type does not match the model head (e.g. reward model not SEQ_CLS).",
-    "nan_in_data": "Non-finite values come from the data, not from the optimisation.",
+    "nan_in_data": "Non-finite (or absurd) values come from the data, particular bad samples, not from the optimisation.",
     "vocab_mismatch": "Token ids exceed the model's vocabulary (tokenizer/model mismatch).",
     "framework_bug": "A known bug of a framework version triggered by this configuration.",
     "out_of_memory": "The run died from running out of (GPU) memory.",

@@ -327,8 +327,9 @@ def not_computed(run: Run, metric: str, pts: Series) -> bool:
 
 
 #: "loss" as a part of a metric's name (``loss_cls``, ``train_mel_loss_before``, ``decode.loss_seg``, ``generator_loss``);
-#: not a path segment of its own (``ray/tune/loss``: a tracker's copy of the loss on its own step axis)
-_LOSS_PART = re.compile(r"(?:^|[_.\s-])loss(?:$|[_/.\s-])")
+#: not a path segment of its own (``ray/tune/loss``: a tracker's copy of the loss on its own step axis); a term after a
+#: path is one (Chainer/ESPnet1 ``main/loss_ctc``, ``train/loss_cls``)
+_LOSS_PART = re.compile(r"(?:^|[_.\s-])loss(?:$|[_/.\s-])|/loss[_.]")
 #: a camel-case loss term (GluonCV ``ObjLoss``/``BoxCenterLoss``, Keras-style ``CrossEntropyLoss``, ``TotalLoss``)
 _CAMEL_LOSS = re.compile(r"[a-z0-9]Loss(?:$|[A-Z0-9_/.\s-])")
 

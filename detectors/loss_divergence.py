@@ -25,6 +25,8 @@ Remedies:
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterable
 
 import numpy as np
@@ -34,10 +36,12 @@ from detectors._common import (
     DIVERGE_FACTOR,
     DIVERGE_MIN_BEST,
     EXPLODED_RATIO,
+    WATCHED,
     divergence_floor,
     fmt,
     is_policy_gradient_run,
     latest_attempt,
+    loss_like,
     nonfinite_onset,
     points,
     value_at,
@@ -61,6 +65,12 @@ MIN_SPIKES = 3
 #: gradient norm this large (unscaled norms are O(1)-O(1e3); even a GradScaler-scaled norm stays < 1e9)
 EXPLODED_LOSS = 1e8
 EXPLODED_GRAD = 1e10
+#: a loss this far from zero, of either sign, is beyond anything a loss computes (a mean cross-entropy stays below
+#: ~20, an MSE on raw units rarely passes 1e12; float32 ends at 3.4e38): judged from one log, with no ratio to the
+#: run's own level (ESPnet's CTC term at -5.7e35 in every log of espnet#2669)
+ABSURD_LOSS = 1e20
+#: a loss term this small (in magnitude) at the step where another term exploded is ordinary: the shared weights are fine
+ORDINARY_TERM = 1e4
 #: a late rise: the smoothed loss climbs for the last LATE_RISE_LOGS logs, LATE_RISE_SHARE above its minimum,
 #: and the minimum lies in the first LATE_MIN_SHARE of the run (a run that stopped improving and went back up)
 LATE_RISE_LOGS = 4
@@ -160,16 +170,34 @@ def _ends_spiked(run: Run, loss) -> Finding | None:
     )
 
 
+def _blown(values: np.ndarray) -> int | None:
+    """Index of the log of largest magnitude when it is exploded: absurd by itself (``ABSURD_LOSS``), or past
+    ``EXPLODED_LOSS`` and ``EXPLODED_RATIO`` x the smallest magnitude the series logged (or its only log)."""
+    if not len(values):
+        return None
+    mag = np.abs(values)
+    i = int(np.argmax(mag))
+    low = max(float(np.min(mag)), 1e-12)
+    if mag[i] >= ABSURD_LOSS or (mag[i] >= EXPLODED_LOSS and (len(values) == 1 or mag[i] >= EXPLODED_RATIO * low)):
+        return i
+    return None
+
+
 def _exploded(run: Run, loss) -> Finding | None:
     """A loss or gradient norm at a size no converging run reaches, judged even from one log line."""
     gn = points(run, "grad_norm").finite_only()
     ev = []
-    if len(loss):
-        top = loss[int(np.argmax(loss.values))]
+    i = _blown(loss.values)
+    if i is not None:
+        top = loss[i]
+        local = _one_term(run, top)
+        if local is not None:
+            return local
         low = max(float(np.min(np.abs(loss.values))), 1e-12)
-        if top.value >= EXPLODED_LOSS and (len(loss) == 1 or top.value >= EXPLODED_RATIO * low):
-            ev.append(top.evidence(f"loss {fmt(top.value)} at step {top.step}"
-                                   + (f", {top.value / low:.3g}x its lowest ({fmt(low)})" if len(loss) > 1 else "")))
+        ev.append(top.evidence(f"loss {fmt(top.value)} at step {top.step}"
+                               + (f", {abs(top.value) / low:.3g}x its smallest magnitude ({fmt(low)})"
+                                  if len(loss) > 1 and abs(top.value) < ABSURD_LOSS else
+                                  ": no loss computes a value this large" if abs(top.value) >= ABSURD_LOSS else "")))
     huge = np.flatnonzero(np.abs(gn.values) >= EXPLODED_GRAD) if len(gn) else np.zeros(0, dtype=int)
     if huge.size and (ev or huge.size >= 2):  # one huge norm beside an ordinary loss may be a scaled norm
         p = gn[int(np.argmax(np.abs(gn.values)))]
@@ -190,6 +218,71 @@ def _exploded(run: Run, loss) -> Finding | None:
         remedies=["Lower the learning rate (scale it linearly with the total batch size: divide by 8 when running an 8-GPU "
                   "recipe on 1 GPU), add warmup and gradient clipping (max_norm 1.0-35 for detectors)."],
         basis="inferred", symptom="loss_divergence",
+    )
+
+
+#: evaluation copies of a term are not the training terms beside it
+_EVAL_TERM = re.compile(r"^(eval|val|valid|validation|test)[_/]|/(eval|val|valid|validation|test)/", re.I)
+_ACCURACY = re.compile(r"(^|[/_.])(acc|accuracy|top1|token_acc)$", re.I)
+
+
+def _one_term(run: Run, top) -> Finding | None:
+    """The exploded loss is one term's doing, and not the updates': at that step one loss term is hugely *negative*
+    while another term of the same log is ordinary. Overshooting updates make a loss large (mmdetection's RCNN head
+    at 2.3e9 beside a calm RPN, mmdetection#4383, is the LR); a loss term far below zero is that term's own
+    computation failing on particular samples (CTC on an utterance whose labels outnumber its frames: no valid
+    alignment, so warp-ctc prints huge negative values and torch's CTCLoss inf)."""
+    step = top.step
+    if step is None:
+        return None
+    blown, calm, acc = [], [], []
+    for m in run.metrics():
+        if m in WATCHED or m == "learning_rate" or _EVAL_TERM.search(m):
+            continue
+        pts = points(run, m)
+        at = pts.steps == step
+        if not at.any():
+            continue
+        p = pts[int(np.flatnonzero(at)[0])]
+        if _ACCURACY.search(m) and math.isfinite(p.value):
+            acc.append((m, p))
+        if not loss_like(m) or m.lower().startswith("loss_scale"):
+            continue
+        fin = pts.finite_only()
+        j = _blown(fin.values)
+        if j is not None and fin[j].step == step and fin[j].value <= -EXPLODED_LOSS:
+            blown.append((m, fin[j]))
+        elif math.isfinite(p.value) and abs(p.value) < ORDINARY_TERM:
+            calm.append((m, p))
+    if not blown or not calm:
+        return None
+    term, bp = max(blown, key=lambda mp: abs(mp[1].value))
+    ctc = "ctc" in term.lower()
+    ev = [bp.evidence(f"{term} = {fmt(bp.value)} at step {step}"),
+          *(p.evidence(f"{m} = {fmt(p.value)} at step {step}: ordinary") for m, p in calm[:3]),
+          *(p.evidence(f"{m} = {fmt(p.value)} at step {step}: the model still predicts") for m, p in acc[:1]),
+          top.evidence(f"loss = {fmt(top.value)} at step {step} (the total, carried by {term})")]
+    why = ("For CTC this is the classic sign of an utterance whose label sequence is longer than its input frames "
+           "after subsampling: no alignment exists, so the loss is inf (torch's CTCLoss) or a huge negative number "
+           "(warp-ctc)." if ctc else
+           "Look for the samples that make this term degenerate (empty or malformed targets, zero-size boxes, lengths "
+           "the term cannot handle).")
+    remedies = (["Drop the utterances whose label length exceeds the subsampled input length (ESPnet recipes filter by "
+                 "the input/output length ratio; WeNet by max/min length and token_max_length), or set "
+                 "zero_infinity=True in torch.nn.CTCLoss so such samples give zero loss instead of inf.",
+                 "Check the subsampling factor against the shortest utterances and the label unit (characters give "
+                 "longer label sequences than BPE)."] if ctc else
+                [f"Log {term} per sample for a few steps around step {step} and inspect the samples where it explodes; "
+                 "filter them or guard the term (skip or clamp non-finite and absurd per-sample values)."])
+    return Finding(
+        code=CODE, name=SLUG, root_cause="nan_in_data", severity="error", confidence=0.55,
+        title=f"Only {term} blew up at step {step} ({fmt(bp.value)}); {calm[0][0]} stayed at {fmt(calm[0][1].value)}",
+        message=(f"At step {step} {term} is {fmt(bp.value)} while {', '.join(f'{m} is {fmt(p.value)}' for m, p in calm[:3])}"
+                 + (f" and {acc[0][0]} {fmt(acc[0][1].value)}" if acc else "")
+                 + ". Updates that overshoot make a loss large, not hugely negative, and the other terms are "
+                 f"ordinary: the learning rate is not what broke; {term}'s own computation fails on particular "
+                 "samples. " + why),
+        first_step=step, evidence=ev, remedies=remedies, basis="inferred", symptom="loss_divergence",
     )
 
 

@@ -614,10 +614,42 @@ _JSON_SKIP = {"current_steps", "total_steps", "global_step", "step", "iteration"
               "elapsed_time", "remaining_time", "percentage", "epoch_time"}
 
 
+#: a pretty-printed JSON record: ``{`` alone on its line, one ``"key": value`` per deeper-indented line, ``}`` (or
+#: ``},``; a paste may shift its indentation). Chainer's ``LogReport`` writes its ``log`` file so (``json.dump(self._log, f,
+#: indent=4)``: ESPnet1's ``exp/*/results/log``; pytorch-pfn-extras' ``log``), and people paste such records whole
+_JSON_BLOCK = re.compile(rb'(?m)^([ \t]*)\{[ \t]*\r?\n((?:\1[ \t]+"[^\n\r]{1,400}\r?\n){1,200})[ \t]*\},?[ \t]*(?=\r?\n|\r?\Z)')
+_JSON_BLOCK_GATE = re.compile(rb'\{[ \t]*\r?\n[ \t]+"')
+
+
+def _json_step(rec: dict) -> tuple[int | None, object]:
+    step = None
+    for k in JSON_STEP_KEYS:
+        v = rec.get(k)
+        if isinstance(v, int) and not isinstance(v, bool):
+            step = v
+            break
+    gm = rec.get("global_step/max_steps")
+    if step is None and isinstance(gm, str) and gm.split("/")[0].strip().isdigit():
+        step = int(gm.split("/")[0])
+    return step, gm
+
+
+def _json_pairs(rec: dict) -> list[tuple[str, float]] | None:
+    """A record's metric pairs, or None when it names no loss, reward or lr (not a training record)."""
+    pairs = [(k, float(v)) for k, v in rec.items()
+             if k not in _JSON_SKIP and isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if not any("loss" in k or k.startswith("reward") or k == "lr" for k, _ in pairs):
+        return None
+    return pairs
+
+
 def parse_json_lines(text: bytes, first_line: int, st: StepState, out: Collector,
                      steps: StepMarks, used: Used) -> None:
-    """LLaMA-Factory/ms-swift/generic JSON metric records pasted among other text (an issue body)."""
+    """LLaMA-Factory/ms-swift/generic JSON metric records pasted among other text (an issue body), one per line or
+    pretty-printed over several (a Chainer/ESPnet1 ``log`` file)."""
     if b'{"' not in text:
+        if b'{' in text and _JSON_BLOCK_GATE.search(text):
+            _json_blocks(text, Lines(text, first_line), st, out, steps, used)
         return
     lines = Lines(text, first_line)
     for m in line_matches(_JSON_LINE_BODY, text):
@@ -627,20 +659,11 @@ def parse_json_lines(text: bytes, first_line: int, st: StepState, out: Collector
             continue
         if not isinstance(rec, dict):
             continue
-        step = None
-        for k in JSON_STEP_KEYS:
-            v = rec.get(k)
-            if isinstance(v, int) and not isinstance(v, bool):
-                step = v
-                break
-        gm = rec.get("global_step/max_steps")
-        if step is None and isinstance(gm, str) and gm.split("/")[0].strip().isdigit():
-            step = int(gm.split("/")[0])
+        step, gm = _json_step(rec)
         if step is None:
             continue
-        pairs = [(k, float(v)) for k, v in rec.items()
-                 if k not in _JSON_SKIP and isinstance(v, (int, float)) and not isinstance(v, bool)]
-        if not any("loss" in k or k.startswith("reward") or k == "lr" for k, _ in pairs):
+        pairs = _json_pairs(rec)
+        if pairs is None:
             continue
         line = lines.at(m.start())
         for k, v in pairs:
@@ -649,6 +672,40 @@ def parse_json_lines(text: bytes, first_line: int, st: StepState, out: Collector
               "llamafactory" if "current_steps" in rec else ("ms_swift" if gm is not None else None))
     if has(text, b"json_stats: {"):
         _json_stats(text, lines, st, out, steps, used)
+    if _JSON_BLOCK_GATE.search(text):
+        _json_blocks(text, lines, st, out, steps, used)
+
+
+def _json_blocks(text: bytes, lines: Lines, st: StepState, out: Collector, steps: StepMarks, used: Used) -> None:
+    """Pretty-printed records (``_JSON_BLOCK``) with a step key: each value at the line that prints it; every line of
+    the record is marked read, so no line parser reads its ``"key": value`` lines again as records of their own."""
+    for m in _JSON_BLOCK.finditer(text):
+        body = m[2].rstrip()
+        try:
+            rec = json.loads(b"{" + (body[:-1] if body.endswith(b",") else body) + b"}")
+        except ValueError:
+            continue
+        if not isinstance(rec, dict):
+            continue
+        step, _ = _json_step(rec)
+        pairs = _json_pairs(rec) if step is not None else None
+        if step is None or pairs is None:
+            continue
+        at: dict[str, int] = {}
+        pos = m.start(2)
+        for raw in m[2].splitlines(keepends=True):
+            km = re.match(rb'[ \t]*"((?:[^"\\]|\\.)*)"\s*:', raw)
+            if km:
+                try:
+                    at.setdefault(json.loads(b'"' + km[1] + b'"'), pos)
+                except ValueError:
+                    pass
+            used.add(pos)
+            pos += len(raw)
+        for k, v in pairs:
+            out.add(step, k, v, lines.at(at.get(k, m.start())))
+        _mark(st, steps, used, m.start(), step, "chainer" if "main/loss" in rec else None)
+        used.add(m.end() - 1)
 
 
 #: Detectron's ``log_json_stats`` (``print('json_stats: {:s}'.format(json.dumps(stats)))``, floats as ``'{:.6f}'``
@@ -1163,6 +1220,54 @@ def parse_darknet(text: bytes, first_line: int, st: StepState, out: Collector,
         _add_pairs(out, step, lines.at(m.start()), [("loss", m[2]), ("avg_loss", m[3]), ("rate", m[4])],
                    {"rate": "learning_rate"})
         _mark(st, steps, used, m.start(), step, "darknet")
+
+
+# -- Kaldi nnet3 / EESEN ----------------------------------------------------------------------------------
+
+#: Kaldi ``nnet-training.cc`` ``PrintStatsForThisPhase``: ``Average objective function for 'output' for minibatches
+#: 0-9 is -2.33515 over 1280 frames.`` (chain models: ``is -0.57137 + -0.00545086 = -0.576821 over``); the value is a
+#: log-probability per frame, maximised, so the loss is its negation. iostream prints NaN as ``nan`` or ``-nan``.
+_KALDI_PHASE = re.compile(rb"Average objective function for '([\w.-]{1,60})' for minibatches (\d+)-(\d+) is (?:"
+                          + NUM + rb" \+ " + NUM + rb" = )?(" + NUM + rb") over")
+#: EESEN ``ctc-loss.cc``: ``After %d sequences (%fHr): Obj(log[Pzx]) = %f   TokenAcc = %f%`` (VLOG 1) and
+#: ``Progress %d sequences (%fHr): Obj(log[Pzx]) = %f Obj(frame) = %f TokenAcc = %f %``; Obj is log P(z|x) per
+#: sequence, maximised: the loss is its negation
+_EESEN = re.compile(rb"(?:After|Progress) (\d+) sequences \(" + NUM + rb" ?Hr\): Obj\(log\[Pzx\]\) = (" + NUM
+                    + rb")(?:[ \t]+Obj\(frame\) = " + NUM + rb")?(?:[ \t]+TokenAcc = (" + NUM + rb") ?%)?")
+
+
+def _neg(raw: bytes) -> float | None:
+    v = _num(raw)
+    return None if v is None else -v
+
+
+def parse_kaldi(text: bytes, first_line: int, st: StepState, out: Collector,
+                steps: StepMarks, used: Used) -> None:
+    """Kaldi nnet3 per-phase objectives (the step is the phase's last minibatch) and EESEN's CTC progress lines (the
+    step is the count of sequences seen); each objective is kept negated as the loss, under a key saying so."""
+    lines = Lines(text, first_line)
+    if has(text, b"objective function for '"):
+        for m in _KALDI_PHASE.finditer(text):
+            v = _neg(m[4])
+            if v is None:
+                continue
+            name = m[1].decode()
+            key = f"-objective[{name}]"
+            step = int(m[3])
+            out.add(step, key, v, lines.at(m.start()))
+            out.metric_override[key] = "loss" if name == "output" else f"loss_{name}"
+            _mark(st, steps, used, m.start(), step, "kaldi")
+    if has(text, b"Obj(log[Pzx]) = "):
+        for m in _EESEN.finditer(text):
+            v = _neg(m[2])
+            if v is None:
+                continue
+            step, line = int(m[1]), lines.at(m.start())
+            out.add(step, "-Obj(log[Pzx])", v, line)
+            out.metric_override["-Obj(log[Pzx])"] = "loss"
+            if m[3] is not None:
+                out.add(step, "TokenAcc", float(m[3]), line)
+            _mark(st, steps, used, m.start(), step, "eesen")
 
 
 # -- MXNet Speedometer / fit ------------------------------------------------------------------------------
@@ -1763,6 +1868,7 @@ FORMAT_PARSERS = (
     (parse_caffe, (b"Iteration",)),
     (parse_opennmt, (b"accppl", b"Validationperplexity", b"Validationaccuracy", b"Trainperplexity")),
     (parse_darknet, (b"ratesecondsimages",)),
+    (parse_kaldi, (b"objectivefunctionfor", b"ObjlogPzx")),
     (parse_marian, (b"EpUpSenCost", b"EpUpnewbest", b"EpUpstalled")),
     (parse_mindspore, (b"steplossis", b"Invalidloss")),
     (parse_gan_rows, (b"Loss", b"epochiterstime")),
