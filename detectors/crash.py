@@ -56,6 +56,10 @@ EXPLAINED = re.compile(
 #: event kinds whose own line is the exception's: a trainer's finiteness check raising (the non-finite value is the
 #: failure, not the raise), GradScaler finding no gradients, a library refusing bf16 - named where they are read
 EXPLAINING_KINDS = ("nan_stop", "no_trainable_params", "bf16_unsupported")
+#: the events the detectors that explain EXPLAINED's messages read (gradientless params, bf16, loss scale, vocab,
+#: masked labels): one of them must be in the run for an EXPLAINED message to be left to them
+CORROBORATING_KINDS = ("no_grad_fn", "no_grad_inputs", "no_trainable_params", "bf16_unsupported", "loss_scale_min",
+                       "index_out_of_range", "tokenization_mismatch", "labels_masked", "ddp_unused_params")
 
 
 #: libraries whose *internal* failures (an assertion or runtime check in their own code) point at the library,
@@ -266,7 +270,12 @@ def detect(run: Run) -> Iterable[Finding]:
         remedies.append(resume[0].upper() + resume[1:] + ".")
     named_here = any(e.kind in EXPLAINING_KINDS and e.source == fatal.source and e.line == fatal.line
                      for e in run.events)
-    if named_here or EXPLAINED.search(f"{exc_msg} {fatal.message}"):
+    # a message of the kinds another detector explains counts only where that detector has its event to go on:
+    # "`FlatParameter` requires uniform `requires_grad`" (FSDP, flan-alpaca#10) names requires_grad and no
+    # detector explains it; demoted to info it left a dead run "healthy"
+    explained = EXPLAINED.search(f"{exc_msg} {fatal.message}") is not None and (
+        any(e.kind in CORROBORATING_KINDS for e in run.events) or "prepare_inputs_for_generation" in exc_msg)
+    if named_here or explained:
         yield Finding(code=CODE, name=SLUG, root_cause=None, severity="info", confidence=0.9,
                       title=f"The run died{at} with {exc_type}",
                       message=f"The run died{at}: {exc_type}: {exc_msg[:300]} (the cause is named by the other findings).",

@@ -350,15 +350,22 @@ def test_framework_bug_cudnn_sdpa_and_ga_loss():
     assert codes(framework_bug, make_run(ga, facts=[("version.transformers", "4.47.1"), ("gradient_accumulation_steps", 32)])) == []
 
 
-@pytest.mark.parametrize("exc_type,msg,explained", [
-    ("ValueError", "Your setup doesn't support bf16/gpu. You need torch>=1.10, using Ampere GPU with cuda>=11.0", True),
-    ("RuntimeError", "element 0 of tensors does not require grad and does not have a grad_fn", True),
-    ("Exception", "Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.", True),
-    ("IndexError", "index out of range in self", True),
-    ("KeyError", "'input_ids'", False),
+@pytest.mark.parametrize("exc_type,msg,kind,explained", [
+    # each with the event the text reader makes of the same line (the explaining detector's evidence)
+    ("ValueError", "Your setup doesn't support bf16/gpu. You need torch>=1.10, using Ampere GPU with cuda>=11.0",
+     "bf16_unsupported", True),
+    ("RuntimeError", "element 0 of tensors does not require grad and does not have a grad_fn", "no_grad_fn", True),
+    ("Exception", "Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.", "loss_scale_min",
+     True),
+    ("IndexError", "index out of range in self", "index_out_of_range", True),
+    ("KeyError", "'input_ids'", None, False),
+    # the words alone, with no detector's event to explain them (FSDP's refusal, flan-alpaca#10): a crash, not info
+    ("ValueError", "`FlatParameter` requires uniform `requires_grad`", None, False),
 ])
-def test_crash_explained_by_a_specific_cause_is_info(exc_type, msg, explained):
+def test_crash_explained_by_a_specific_cause_is_info(exc_type, msg, kind, explained):
     ev = [("traceback", f"{exc_type}: {msg}", 9, 3, {"exc_type": exc_type, "exc_message": msg})]
+    if kind:
+        ev.append((kind, f"{exc_type}: {msg}", 9, 3, {}))
     (f,) = codes(crash, make_run(events=ev))
     if explained:
         assert (f.severity, f.root_cause) == ("info", None)
