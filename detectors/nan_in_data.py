@@ -81,8 +81,39 @@ def detect(run: Run) -> Iterable[Finding]:
     found = warned or calm
     if found is None and onset is not None:
         found = _named_input_nan(run, onset) or _one_term_nan(run, onset)
+    if found is None:
+        found = _rejected_losses(run)
     if found is not None:
         yield found
+
+
+def _rejected_losses(run: Run) -> Finding | None:
+    """ESPnet1 left batch losses out of its log ("loss (=X) is not correct": NaN or out of its range, 1e4 for CTC
+    models). The run goes on (the
+    gradient of a NaN batch is dropped by the updater's NaN grad-norm check, a huge one is clipped), but those batches
+    are broken; in a CTC model a loss far below zero is an utterance with more labels than frames."""
+    evs = run.events_of("loss_rejected")
+    if not evs:
+        return None
+    vals = [e.data.get("value") for e in evs if isinstance(e.data.get("value"), float)]
+    negative = [v for v in vals if v < 0]
+    shown = ", ".join(fmt(v) for v in vals[:6]) + (", ..." if len(vals) > 6 else "")
+    return Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="warning", confidence=0.5,
+        title=f"{len(evs)} batch loss(es) left out of the log as not correct ({shown})",
+        message=(f"ESPnet reported {len(evs)} batch loss(es) it would not log ({shown}): NaN or out of the range it "
+                 "accepts (CTC_LOSS_THRESHOLD, 1e4). Training goes on, but those batches are broken"
+                 + (f"; {len(negative)} are negative, which a CTC or cross-entropy loss never is: utterances whose "
+                    "label sequence is longer than their subsampled input frames have no CTC alignment"
+                    if negative else "") + "."),
+        first_step=next((e.step for e in evs if e.step is not None), None),
+        evidence=[event_evidence(e, e.message.strip()[:200]) for e in evs[:3]],
+        remedies=["Filter the training utterances by input/output length ratio (the recipes' data filtering before "
+                  "dump: max frames, max output length, and output length <= subsampled input length).",
+                  "If only a handful of batches are affected, it is harmless; if they recur, find the utterance ids of "
+                  "those batches (batch-bins / sorted json) and check their transcripts and durations."],
+        basis="direct", symptom=None,
+    )
 
 
 #: metrics that are not loss terms (rates, norms, timings, throughput, accuracy, counters)

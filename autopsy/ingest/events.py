@@ -31,7 +31,7 @@ EVENT_KINDS = (
     "nan_stop", "oom", "bf16_unsupported", "prompt_fills_max_length", "index_out_of_range",
     "cudnn_sdpa_warning", "ddp_unused_params", "unscale_fp16", "gemma_eager_warning", "loss_watchdog",
     "empty_tensor_load", "nan_input", "labels_masked", "no_trainable_params", "native_abort", "input_exhausted",
-    "collective_timeout",
+    "collective_timeout", "loss_rejected",
     "warning", "error",
 )
 
@@ -134,6 +134,10 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
                             r"(?:\b[Ll]oss\b|\bin (?:the )?(?:first )?(?:epoch|iteration|step|batch)\b))"),
      lambda m: {"value": (m[1] or m[2]).lower()}),
     ("loss_watchdog", re.compile(r"Loss is too high, stopping training"), lambda m: {}),
+    # ESPnet1's E2E models (espnet/nets/pytorch_backend/e2e_*.py): a batch loss that is NaN or >= CTC_LOSS_THRESHOLD
+    # (1e4) is left out of the reporter (so out of the log) with only this warning; its backward still runs
+    ("loss_rejected", re.compile(r"\bloss \(=(-?(?:nan|inf|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?))\) is not correct"),
+     lambda m: {"value": float(m[1])}),
     # tf.keras / Keras 3 fit(): a dataset or generator that yields fewer than steps_per_epoch * epochs batches ends
     # training with only this warning ("... at least `steps_per_epoch * epochs` batches (in this case, 100000 batches)")
     ("input_exhausted", re.compile(r"Your input ran out of data; interrupting training"
