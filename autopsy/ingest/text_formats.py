@@ -618,7 +618,7 @@ _JSON_SKIP = {"current_steps", "total_steps", "global_step", "step", "iteration"
 #: ``},``; a paste may shift its indentation). Chainer's ``LogReport`` writes its ``log`` file so (``json.dump(self._log, f,
 #: indent=4)``: ESPnet1's ``exp/*/results/log``; pytorch-pfn-extras' ``log``), and people paste such records whole
 _JSON_BLOCK = re.compile(rb'(?m)^([ \t]*)\{[ \t]*\r?\n((?:\1[ \t]+"[^\n\r]{1,400}\r?\n){1,200})[ \t]*\},?[ \t]*(?=\r?\n|\r?\Z)')
-_JSON_BLOCK_GATE = re.compile(rb'\{[ \t]*\r?\n[ \t]+"')
+_JSON_BLOCK_GATE = re.compile(rb'\{\r?\n[ \t]+"')
 
 
 def _json_step(rec: dict) -> tuple[int | None, object]:
@@ -648,7 +648,7 @@ def parse_json_lines(text: bytes, first_line: int, st: StepState, out: Collector
     """LLaMA-Factory/ms-swift/generic JSON metric records pasted among other text (an issue body), one per line or
     pretty-printed over several (a Chainer/ESPnet1 ``log`` file)."""
     if b'{"' not in text:
-        if b'{' in text and _JSON_BLOCK_GATE.search(text):
+        if _json_block_gate(text):
             _json_blocks(text, Lines(text, first_line), st, out, steps, used)
         return
     lines = Lines(text, first_line)
@@ -672,8 +672,14 @@ def parse_json_lines(text: bytes, first_line: int, st: StepState, out: Collector
               "llamafactory" if "current_steps" in rec else ("ms_swift" if gm is not None else None))
     if has(text, b"json_stats: {"):
         _json_stats(text, lines, st, out, steps, used)
-    if _JSON_BLOCK_GATE.search(text):
+    if _json_block_gate(text):
         _json_blocks(text, lines, st, out, steps, used)
+
+
+def _json_block_gate(text: bytes) -> bool:
+    """A pretty-printed record may be here: ``{`` ending a line (json.dump writes no trailing blanks; two C
+    substring scans, ~1000x cheaper than the regex on a 4 MB chunk of dict logs full of ``{``), then the regex."""
+    return (b"{\n" in text or b"{\r\n" in text) and _JSON_BLOCK_GATE.search(text) is not None
 
 
 def _json_blocks(text: bytes, lines: Lines, st: StepState, out: Collector, steps: StepMarks, used: Used) -> None:
