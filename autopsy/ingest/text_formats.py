@@ -677,9 +677,17 @@ def parse_json_lines(text: bytes, first_line: int, st: StepState, out: Collector
 
 
 def _json_block_gate(text: bytes) -> bool:
-    """A pretty-printed record may be here: ``{`` ending a line (json.dump writes no trailing blanks; two C
-    substring scans, ~1000x cheaper than the regex on a 4 MB chunk of dict logs full of ``{``), then the regex."""
-    return (b"{\n" in text or b"{\r\n" in text) and _JSON_BLOCK_GATE.search(text) is not None
+    """A pretty-printed record may be here: a line ending in ``{`` (json.dump writes no trailing blanks) whose next
+    line is an indented ``"key"``. Found with C substring scans, each hit checked by one anchored match: a regex
+    scan of every ``{`` cost ~8 ms per 4 MB chunk of dict logs, where multi-line Python dicts also end lines in ``{``."""
+    match = _JSON_BLOCK_GATE.match
+    for opener in (b"{\n", b"{\r\n"):
+        i = text.find(opener)
+        while i >= 0:
+            if match(text, i):
+                return True
+            i = text.find(opener, i + 2)
+    return False
 
 
 def _json_blocks(text: bytes, lines: Lines, st: StepState, out: Collector, steps: StepMarks, used: Used) -> None:
