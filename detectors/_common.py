@@ -384,6 +384,15 @@ def nonfinite_onset(run: Run) -> Onset | None:
         first = pts[b0]
         persistent = not pts.finite[-1]
         recovered = bool(pts.finite[b0:].any())
+        if metric != "loss" and b0 == len(pts) - 1 and first.step is not None:
+            # the onset is this series' last log (a grad_norm logged once): whether the run stayed non-finite is the
+            # loss's to say, where it was logged after (gemma_pytorch#24: grad_norm nan at step 3, the loss finite at
+            # step 4 and NaN only at some later logs)
+            loss = points(run, "loss")
+            after = loss.steps > first.step
+            if after.any():
+                fin = loss.finite[after]
+                persistent, recovered = not bool(fin[-1]), bool(fin.any())
         candidates.append(Onset(first.step, metric, first.evidence(
             f"{metric} = {fmt(first.value)} at step {first.step} ({bad.size} of {len(pts) - b0} logs from here non-finite)"),
             persistent=persistent, recovered=recovered, n_bad=int(bad.size), n_total=len(pts)))

@@ -72,7 +72,8 @@ def detect(run: Run) -> Iterable[Finding]:
     evidence.extend(ck_ev)
     at = f"step {onset.step}" if onset.step is not None else "the end of the log"
     shape = "hidden as loss 0.0 by logging_nan_inf_filter" if onset.hidden_zero else (
-        "then finite again (particular batches)" if onset.recovered and not onset.persistent else "and it stays non-finite")
+        "then finite again (particular batches)" if onset.recovered and not onset.persistent else
+        "then finite and non-finite in turn, non-finite at the last log" if onset.recovered else "and it stays non-finite")
     remedies = [f"Fix the cause named by the other findings, then {resume}." if resume else
                 f"Fix the cause named by the other findings, then resume from the last checkpoint saved before {at}.",
                 ("Guard the loop: skip batches with a non-finite loss or stop (check torch.isfinite(loss) before backward) "

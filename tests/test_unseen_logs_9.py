@@ -77,3 +77,26 @@ def test_espnet_batches_left_out_of_the_log_are_a_warning_with_their_values(tmp_
     assert f.severity == "warning" and "5 batch loss(es)" in f.title and "-6.19e+10" in f.title
     assert "2 are negative" in f.message and "label sequence is longer" in f.message
     assert min(e.data["value"] for e in a.run.events_of("loss_rejected") if e.data["value"] == e.data["value"]) == -61910442439.0
+
+
+# https://github.com/google/gemma_pytorch/issues/24 (HF Trainer + PEFT LoRA, the dicts as pasted): grad_norm is logged
+# once, NaN, at step 3; the loss is finite right after and NaN only at some later logs
+GEMMA_24 = """{'loss': 5.6332, 'lr': 0.0002, 'epoch': 0.09}
+{'loss': 5.3049, 'lr': 0.0002, 'epoch': 0.09}
+{'loss': 153318.95, 'grad_norm': nan, 'learning_rate': 0.0002, 'epoch': 0.09}
+{'loss': 5.7517, 'lr': 0.0002, 'epoch': 0.09}
+{'loss': 5.6231, 'lr': 0.0002, 'epoch': 0.09}
+{'loss': nan, 'lr': 0.0002, 'epoch': 0.09}
+{'loss': 5.0968, 'lr': 0.0002, 'epoch': 0.09}
+{'loss': nan, 'lr': 0.0002, 'epoch': 0.09}
+"""
+
+
+def test_a_once_logged_grad_norm_onset_takes_its_course_from_the_loss(tmp_path: Path):
+    from detectors._common import nonfinite_onset
+
+    a = _run(tmp_path, GEMMA_24)
+    on = nonfinite_onset(a.run)
+    assert (on.metric, on.step) == ("grad_norm", 3) and on.recovered  # was: recovered False ("it stays non-finite")
+    f = [x for x in a.diagnosis.findings if x.code == "NUM001" and x.severity == "error"][0]
+    assert "then finite and non-finite in turn" in f.message and "stays non-finite" not in f.message
