@@ -89,9 +89,9 @@ def detect(run: Run) -> Iterable[Finding]:
 
 def _rejected_losses(run: Run) -> Finding | None:
     """ESPnet1 left batch losses out of its log ("loss (=X) is not correct": NaN or out of its range, 1e4 for CTC
-    models). The run goes on (the
-    gradient of a NaN batch is dropped by the updater's NaN grad-norm check, a huge one is clipped), but those batches
-    are broken; in a CTC model a loss far below zero is an utterance with more labels than frames."""
+    models). The run goes on (the gradient of a NaN batch is dropped by the updater's NaN grad-norm check, a huge one
+    is clipped), but those batches are broken; in a CTC model a loss far below zero is an utterance with more labels
+    than frames."""
     evs = run.events_of("loss_rejected")
     if not evs:
         return None

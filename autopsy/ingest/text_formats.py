@@ -619,6 +619,8 @@ _JSON_SKIP = {"current_steps", "total_steps", "global_step", "step", "iteration"
 #: indent=4)``: ESPnet1's ``exp/*/results/log``; pytorch-pfn-extras' ``log``), and people paste such records whole
 _JSON_BLOCK = re.compile(rb'(?m)^([ \t]*)\{[ \t]*\r?\n((?:\1[ \t]+"[^\n\r]{1,400}\r?\n){1,200})[ \t]*\},?[ \t]*(?=\r?\n|\r?\Z)')
 _JSON_BLOCK_GATE = re.compile(rb'\{\r?\n[ \t]+"')
+#: the key of one ``"key": value`` line of such a record (JSON string escapes kept, decoded by ``json.loads``)
+_JSON_BLOCK_KEY = re.compile(rb'[ \t]*"((?:[^"\\]|\\.)*)"\s*:')
 
 
 def _json_step(rec: dict) -> tuple[int | None, object]:
@@ -708,7 +710,7 @@ def _json_blocks(text: bytes, lines: Lines, st: StepState, out: Collector, steps
         at: dict[str, int] = {}
         pos = m.start(2)
         for raw in m[2].splitlines(keepends=True):
-            km = re.match(rb'[ \t]*"((?:[^"\\]|\\.)*)"\s*:', raw)
+            km = _JSON_BLOCK_KEY.match(raw)
             if km:
                 try:
                     at.setdefault(json.loads(b'"' + km[1] + b'"'), pos)
