@@ -120,3 +120,74 @@ def test_output_changed_in_place_is_not_named_first():
     # the child returned finite values; its parent's code made them NaN: the parent is named
     assert got["first_nonfinite_output"] == "0"
     assert deep._stale  # the child's value was read after the in-place change, and flagged
+
+
+class _Block(nn.Module):
+    """A residual block with two branches and an in-place activation: gradients are summed, shared by
+    addends and handed on unchanged, as in real models."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.act, self.out = nn.Linear(6, 6), nn.Linear(6, 6), nn.ReLU(inplace=True), nn.Linear(6, 6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.out(self.act(self.a(x)) * self.b(x))
+
+
+def _deep_run(nan_grad: bool) -> dict:
+    torch.manual_seed(3)
+    net = nn.Sequential(nn.Linear(4, 6), _Block(), _Block(), nn.Linear(6, 2))
+    deep = DeepHooks(net, ["0", "1", "2", "3"], group_of)
+    for micro in range(2):  # two micro-batches in one step: the model is called again after a backward
+        out = net(torch.randn(5, 4))
+        if nan_grad and micro == 1:
+            out.register_hook(lambda g: g * float("nan"))  # the loss's gradient goes NaN from the output on
+        out.pow(2).sum().backward()
+    got = deep.entry()
+    deep.reset()
+    deep.remove()
+    return got
+
+
+def _canon(x):
+    """NaN as a string, so two results compare equal when they agree (nan != nan)."""
+    if isinstance(x, float):
+        return "nan" if math.isnan(x) else x
+    if isinstance(x, (list, tuple)):
+        return [_canon(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _canon(v) for k, v in x.items()}
+    return x
+
+
+def test_retained_and_hooked_gradients_agree(monkeypatch):
+    """Output gradients read after backward (retain_grad, the small-model path), caught by pre-hooks as
+    they arrive (past RETAIN_ELEMENTS) or a mix of both give the same values in the same (backward) order."""
+    import autopsy.record.deep as deep_mod
+
+    for nan_grad in (False, True):
+        monkeypatch.setattr(deep_mod, "RETAIN_ELEMENTS", 0)  # every output hooked
+        hooked = _canon(_deep_run(nan_grad))
+        assert len(hooked["bwd_calls"][0]) >= 16
+        for bound in (10**9, 60):  # every output retained; the first few per micro-batch retained, the rest hooked
+            monkeypatch.setattr(deep_mod, "RETAIN_ELEMENTS", bound)
+            assert _canon(_deep_run(nan_grad)) == hooked, (nan_grad, bound)
+        if nan_grad:
+            # the NaN enters at the output: the last module is the first whose gradient is non-finite
+            assert hooked["first_nonfinite_grad"] == "3"
+
+
+def test_retained_gradients_leave_nothing_behind():
+    """An evaluation forward with grad on (no backward) holds nothing past the next call, and the
+    outputs' .grad is cleared after it is read."""
+    net = _net()
+    deep = DeepHooks(net, ["0", "2"], group_of)
+    out = net(torch.randn(3, 4))  # no backward: nothing to read
+    assert deep._held
+    kept = net(torch.randn(3, 4))
+    assert len(deep._held) == 3  # only the second call's outputs
+    kept.sum().backward()
+    held = [item[1] for item in deep._held]
+    got = deep.entry()
+    assert len(got["bwd_calls"][0]) == 3 and not deep._held
+    assert all(t.grad is None for t in held) and out.grad is None
