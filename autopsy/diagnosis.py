@@ -322,9 +322,11 @@ def build_chain(findings: list[Finding], verdict: Verdict) -> list[ChainStep]:
             if key in seen or not e.detail:
                 continue
             seen.add(key)
-            items.append(ChainStep(e.step, e.detail, e.artifact, e.where))
-    # preconditions (config, no step) first, then by step; within a step, by position in the file
-    items.sort(key=lambda c: (c.step is not None, c.step if c.step is not None else 0, c.artifact, _line(c.where)))
+            items.append(ChainStep(e.step, e.detail, e.artifact, e.where, e.step is None and e.is_config))
+    # preconditions (config) first, then by step, then what has no known step (a log line's event, a
+    # tensor); within a step, by position in the file
+    items.sort(key=lambda c: (0 if c.config else 1 if c.step is not None else 2,
+                              c.step if c.step is not None else 0, c.artifact, _line(c.where)))
     return items[:MAX_CHAIN]
 
 
@@ -344,8 +346,9 @@ def build_timeline(findings: list[Finding], verdict: Verdict) -> list[TimelineEn
             role = "context"
         ev = f.evidence[0] if f.evidence else None
         step = f.first_step if f.first_step is not None else (ev.step if ev is not None else None)
-        out.append(TimelineEntry(step if step is not None else (0 if f.basis == "direct" else None), f.code, f.symptom,
-                                 role, f.title, ev.artifact if ev else "", ev.where if ev else ""))
+        config = step is None and ev is not None and ev.is_config
+        out.append(TimelineEntry(0 if config else step, f.code, f.symptom, role, f.title, ev.artifact if ev else "",
+                                 ev.where if ev else "", config))
     out.sort(key=lambda t: (t.step is None, t.step if t.step is not None else 0, t.role != "cause", t.code))
     return out[:MAX_TIMELINE]
 

@@ -401,6 +401,12 @@ class Evidence:
     where: str  # "line 123", "step 37", "tensor model.layers.0.q_proj.weight", "key fp16"
     detail: str
     step: int | None = None
+    #: a setting of the run (a config key, or a config line printed in a log), not something that happened
+    config: bool = False
+
+    @property
+    def is_config(self) -> bool:
+        return self.config or self.where.startswith("key ")
 
     def to_json(self) -> dict[str, Any]:
         return {"artifact": self.artifact, "where": self.where, "detail": self.detail}
@@ -465,11 +471,13 @@ class ChainStep:
     text: str
     artifact: str
     where: str
+    config: bool = False  # a setting (shown as "config"); a stepless event is shown by its line
 
 
 @dataclass
 class TimelineEntry:
-    """One anomaly on the run's time axis (config facts at step 0)."""
+    """One anomaly on the run's time axis (config facts at step 0; an event whose step is unknown has
+    none and is placed after the stepped ones, shown by where it is)."""
 
     step: int | None
     code: str
@@ -478,10 +486,11 @@ class TimelineEntry:
     text: str
     artifact: str
     where: str
+    config: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {"step": self.step, "code": self.code, "symptom": self.symptom, "role": self.role, "text": self.text,
-                "artifact": self.artifact, "where": self.where}
+                "artifact": self.artifact, "where": self.where, "config": self.config}
 
 
 @dataclass

@@ -31,7 +31,8 @@ def build_report(analysis: Analysis, command: str | None = None) -> dict[str, An
         "command": command,
         "verdict": dx.verdict.to_json(),
         "findings": [f.to_json() for f in dx.findings],
-        "chain": [{"step": c.step, "text": c.text, "artifact": c.artifact, "where": c.where} for c in dx.chain],
+        "chain": [{"step": c.step, "text": c.text, "artifact": c.artifact, "where": c.where, "config": c.config}
+                  for c in dx.chain],
         "timeline": [t.to_json() for t in dx.timeline],
         "alternatives": dx.alternatives,
         "detectors": [{"code": o.code, "name": o.name, "status": o.status, "reason": o.reason, "findings": o.findings}

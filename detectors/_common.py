@@ -665,13 +665,13 @@ def truthy(v: Any) -> bool | None:
 def config_evidence(run: Run, key: str, detail: str) -> Evidence:
     f = run.config.fact(key)
     if f is None:
-        return Evidence("config", f"key {key}", detail)
+        return Evidence("config", f"key {key}", detail, config=True)
     w = f.where or f"key {f.original_key or key}"
     if w.isdigit():
         w = f"line {w}"
     elif not w.startswith(("key ", "line ")):
         w = f"key {w}"
-    return Evidence(f.source, w, detail)
+    return Evidence(f.source, w, detail, config=True)
 
 
 def num(v: Any) -> float | None:
@@ -756,7 +756,7 @@ def _half_dtype_evidence(run: Run) -> Evidence | None:
     detail = f"torch_dtype = {f.value}: the weights themselves are float16 (max 65504)"
     if others:
         detail += f"; {', '.join(others[:2])}: the model was pretrained in another dtype and loaded as float16"
-    return Evidence(f.source, w, detail)
+    return Evidence(f.source, w, detail, config=True)
 
 
 #: the DeiT / MAE / BEiT / MAR ``engine_*.py`` family: ``print("Loss is {}, stopping training")``;

@@ -86,7 +86,7 @@ def fact_str(run: Run, key: str) -> tuple[str, ConfigFact] | None:
 
 def fact_evidence(fact: ConfigFact, detail: str) -> Evidence:
     return Evidence(fact.source, f"key {fact.original_key or fact.key}" if not fact.where else
-                    (fact.where if fact.where.startswith(("line ", "key ")) else f"key {fact.where}"), detail)
+                    (fact.where if fact.where.startswith(("line ", "key ")) else f"key {fact.where}"), detail, config=True)
 
 
 def event_evidence(ev: Event, detail: str | None = None) -> Evidence:

@@ -146,7 +146,7 @@ def detect(run: Run) -> Iterable[Finding]:
     limit = USUAL_LR_MAX_LORA if run.config.get("lora.r") is not None else USUAL_LR_MAX
     if peak_lr is not None and peak_lr > limit and "sgd" not in optim:
         src = config_evidence(run, "learning_rate", "") if run.config.fact("learning_rate") else (
-            lr[lr.argmax()].evidence("") if len(lr) else Evidence("config", "learning_rate", ""))
+            lr[lr.argmax()].evidence("") if len(lr) else Evidence("config", "learning_rate", "", config=True))
         src.detail = f"peak learning rate {fmt(peak_lr)} is above the usual range (<= {fmt(limit)}) for Adam-family fine-tuning"
         signals.append(("high", src))
     kinds = {k for k, _ in signals}

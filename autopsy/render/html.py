@@ -40,6 +40,7 @@ def environment() -> jinja2.Environment:
     env.filters["num"] = lambda v: charts.fmt(float(v)) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
     env.filters["value"] = view.value_text
     env.filters["pct"] = lambda v: f"{v * 100:.3g}%"
+    env.globals["when"] = view.when
     return env
 
 

@@ -227,12 +227,12 @@ def render(report: dict[str, Any]) -> str:
         head.append("### What to do\n\n" + "\n".join(f"{i}. {md(r)}" for i, r in enumerate(remedies, 1)))
     chain = [view.d(c) for c in view.lst(report.get("chain"))]
     if chain:
-        rows = [[str(view.as_int(c.get("step"))) if view.as_int(c.get("step")) is not None else "config",
+        rows = [[view.when(c, ""),
                  md(c.get("text")), md(c.get("artifact"), 200), md(c.get("where"), 120)] for c in chain]
         head.append("### Evidence\n\n" + table(["step", "what", "artifact", "where"], rows))
     timeline = [view.d(t) for t in view.lst(report.get("timeline"))]
     if timeline:
-        rows = [[str(view.as_int(t.get("step"))) if view.as_int(t.get("step")) is not None else "?",
+        rows = [[view.when(t, "", "?", "?"),
                  md(t.get("role"), 40), md(t.get("text")), md(t.get("symptom"), 60), md(t.get("artifact"), 200)]
                 for t in timeline]
         head.append("### Anomalies in time order\n\n" + table(["step", "role", "anomaly", "observed", "artifact"], rows))

@@ -33,6 +33,22 @@ def text(x: Any) -> str:
     return "" if x is None else str(x)
 
 
+def when(item: dict[str, Any], stepped: str = "step ", unknown: str = "-", legacy: str = "config") -> str:
+    """When a chain or timeline item happened: its step; "config" for a setting; the log line of an
+    event whose step is unknown (a traceback, a warning); else ``unknown``. A report written before
+    settings and stepless events were told apart (no "config" key) reads as it did then."""
+    step = as_int(item.get("step"))
+    config = item.get("config")
+    if config is True and (step is None or step == 0):
+        return "config"
+    if step is not None:
+        return f"{stepped}{step}"
+    if config is None:
+        return legacy
+    where = str(item.get("where") or "")
+    return where if where.startswith("line ") else unknown
+
+
 def as_int(x: Any) -> int | None:
     if isinstance(x, bool):
         return None
