@@ -2,14 +2,19 @@
 
 Cost model: a module call costs torch's hook dispatch, a forward hook that only appends its first
 floating output to a pending list, and (when the output needs a gradient) a way to see that gradient.
-While the outputs held this step stay under ``RETAIN_ELEMENTS`` elements that is ``retain_grad()``
-(a C++ hook: ~2 us, against ~8 us to register a Python pre-hook and ~4 us for autograd to call it):
-the held outputs' gradients are read after backward, when the model is next called or the step
-reads its values, in the order autograd produced them (descending sequence number: the engine runs
-the ready node created last first), and their ``.grad`` is cleared. Past that bound (a large model,
-whose steps hide the hooks' cost anyway) a pre-hook on the autograd node that made the output appends
-the gradient to the pending list as it arrives, so no more than the bound is ever held. The pending tensors are reduced
-together: when the model's own forward returns, when the pending list reaches ``PENDING_TENSORS``
+For a CPU output, while the outputs held this step stay under ``RETAIN_ELEMENTS`` elements, that is
+``retain_grad()`` (a C++ hook: ~2 us, against ~8 us to register a Python pre-hook and ~4 us for
+autograd to call it; tiny Llama on this CPU: deep mode +25.7-27.1% -> +23.9-24.3%): the held outputs'
+gradients are read after backward (when the model is next called, or when the step reads its values)
+and put in the order autograd produced them (descending sequence number: the engine runs the ready
+node created last first), and their ``.grad`` is cleared. Otherwise (a GPU output, or past the bound:
+a large model, whose steps hide the hooks' cost anyway) a pre-hook on the autograd node that made the
+output appends the gradient to the pending list as it arrives, so no more than the bound is ever
+held. On a GPU the retained gradient is a clone, one more kernel launch per output, and retaining
+measured no gain (H200, two rounds against the pre-hooks: +2255/+2639 us per step against
++2242/+2370 us).
+
+The pending tensors are reduced together: when the model's own forward returns, when the pending list reaches ``PENDING_TENSORS``
 tensors or ``PENDING_ELEMENTS`` elements (so the references held stay bounded, in backward too), and
 when the step reads its values. One ``aminmax`` per tensor, written with ``out=`` into the next row of
 a buffer preallocated per dtype and device, under one grad-mode switch per batch; each buffer is read
@@ -259,7 +264,7 @@ class DeepHooks:
                         # its retained gradient would be the new version's; hook its own node instead
                         self._unhold(seen)
                 seq = node._sequence_nr()
-                if self._held_numel + n <= RETAIN_ELEMENTS:
+                if t.is_cpu and self._held_numel + n <= RETAIN_ELEMENTS:
                     t.retain_grad()  # read after backward (_drain)
                     item = [seq, t, idxs, version, node, n]
                     self._held.append(item)
