@@ -49,6 +49,7 @@ ROOT_CAUSES: dict[str, str] = {
     "lr_schedule_stalled": "The learning-rate schedule kept the LR near zero (warmup longer than the run, scheduler never stepped).",
     "data_exhausted": "The input pipeline ran out of batches before the planned steps: training stopped early.",
     "fp16_unsupported_hardware": "fp16 on a GPU whose half-precision kernels give NaN (GTX 16xx, Quadro T-series): train in fp32 there.",
+    "ctc_output_longer_than_input": "CTC: a label sequence longer than the (subsampled) input frames has no alignment: the loss is inf or a huge negative number on those samples.",
     "crash": "The run died from an exception that names no known training failure.",
     "unknown": "Something is wrong, but the evidence does not single out a cause.",
 }

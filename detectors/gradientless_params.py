@@ -7,7 +7,11 @@ What it detects:
     * Checkpoints: LoRA ``lora_B`` tensors still all zero (their initial value) after training;
       trainable tensors bitwise identical across checkpoints of different steps; optimizer
       parameters without any state (their ``.grad`` was always None).
-    * Curves: ``grad_norm`` exactly 0.0 for ``ZERO_GRAD_LOGS`` consecutive logs or more.
+    * Curves: ``grad_norm`` exactly 0.0 for ``ZERO_GRAD_LOGS`` consecutive logs or more; a
+      preference run (DPO, IPO, KTO) whose ``rewards/chosen`` and ``rewards/rejected`` are exactly 0
+      at every one of ``MIN_POLICY_LOGS`` logs or more, with the loss at ln 2 and non-zero
+      log-probabilities: the policy's log-probs equal the reference model's at every step, so the
+      policy never moves away from it (its weights do not train, or the reference is the policy).
 
 Why it matters:
     The run looks like it trains (steps advance, the loss is logged) but nothing is learned, or
@@ -43,6 +47,7 @@ from detectors._common import (
     tensor_file,
     truthy,
 )
+from detectors._facts import fact_evidence, fact_number, fmt
 
 CODE = "GRAD001"
 SLUG = "gradientless-params"
@@ -54,6 +59,10 @@ NEEDS_ANY = True
 ZERO_GRAD_LOGS = 5
 #: share of optimizer params without state above which the run (not a stray module) is affected
 NO_STATE_SHARE = 0.5
+#: preference logs with rewards exactly 0 needed (a healthy DPO run's first log, before any update, has them too)
+MIN_POLICY_LOGS = 3
+#: ln 2, the DPO/IPO sigmoid loss at rewards 0; logged losses are rounded to 4 digits (transformers 4.x)
+LN2, LN2_TOL = 0.6931471805599453, 5e-4
 
 NO_GRAD_FN = re.compile(r"does not require grad and does not have a grad_fn", re.IGNORECASE)
 NO_GRAD_INPUTS = re.compile(r"None of the inputs have requires_grad=True", re.IGNORECASE)
@@ -99,6 +108,11 @@ def detect(run: Run) -> Iterable[Finding]:
     direct_events = list(direct)
     direct.extend(_checkpoint_evidence(run))
     curve = _zero_grad(run)
+    if curve is None and not direct and not weak:
+        still = _policy_equals_reference(run)
+        if still:
+            yield _policy_finding(run, still)
+            return
     if ckpt_warnings and not direct and not weak and curve is None:
         yield from _checkpoint_warning_only(run, ckpt_warnings)
         return
@@ -261,6 +275,54 @@ def _checkpoint_evidence(run: Run) -> list[Evidence]:
                                 + (f" while {int(with_state)} do" if with_state else "") + ": their .grad was always None",
                                 ck_step(run, opt.get("step"))))
     return out
+
+
+def _policy_equals_reference(run: Run) -> list[Evidence] | None:
+    """rewards/chosen and rewards/rejected exactly 0 at every log (>= MIN_POLICY_LOGS), the loss at ln 2 and a
+    log-prob that is not 0 (all-zero log-probs are empty completions: LEN001's case)."""
+    loss = points(run, "loss")
+    chosen, rejected = points(run, "rewards/chosen"), points(run, "rewards/rejected")
+    if min(len(loss), len(chosen), len(rejected)) < MIN_POLICY_LOGS:
+        return None
+    if not (bool((chosen.values == 0.0).all()) and bool((rejected.values == 0.0).all())
+            and bool((np.abs(loss.values - LN2) <= LN2_TOL).all())):
+        return None
+    logps = [(m, points(run, m)) for m in ("logps/chosen", "logps/rejected") if run.has_metric(m)]
+    moving = [(m, s) for m, s in logps if bool((s.finite & (s.values != 0.0)).any())]
+    if not moving:
+        return None
+    first, last = chosen.point(0), chosen.point(-1)
+    ev = [last.evidence(f"rewards/chosen and rewards/rejected exactly 0 at all {len(chosen)} logs "
+                        f"(steps {first.step}-{last.step}), the loss {fmt(float(loss.values[-1]))} = ln 2 at every one")]
+    name, lp = moving[0]
+    p = lp.point(int(np.flatnonzero(lp.finite & (lp.values != 0.0))[-1]))
+    ev.append(p.evidence(f"{name} = {fmt(p.value)} at step {p.step}: the log-probs are not 0, so the completions are "
+                         "not empty; the policy's equal the reference model's exactly"))
+    beta = fact_number(run, "beta")
+    if beta is not None and beta[0] == 0:
+        ev.append(fact_evidence(beta[1], "beta = 0: the rewards are beta x the log-ratio, 0 whatever the policy does"))
+    return ev
+
+
+def _policy_finding(run: Run, ev: list[Evidence]) -> Finding:
+    beta0 = any("beta = 0" in e.detail for e in ev)
+    remedies = ([] if not beta0 else ["Set beta > 0 (TRL's default is 0.1)."]) + [
+        "Check that the policy trains: model.print_trainable_parameters() shows trainable (LoRA) weights, the "
+        "optimizer holds them and the learning rate is above 0.",
+        "Give the trainer a reference that is a separate, frozen model: with PEFT pass ref_model=None (TRL then uses "
+        "the base model with the adapter disabled); never pass the policy itself or a copy that shares its modules "
+        "(ref_model=model, copy.deepcopy of a wrapped or PEFT model); load the reference with from_pretrained.",
+    ]
+    return Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.6 if not beta0 else 0.8,
+        title="The policy never moves away from the reference model",
+        message=("The preference rewards are exactly 0 at every log and the loss stays at ln 2 = 0.6931, while the "
+                 "log-probs themselves are not 0: the policy and the reference model give identical log-probs at every "
+                 "step. Either the policy's weights do not train (no trainable parameters, no gradient, learning rate 0) "
+                 "or the reference is the policy itself (a shared or deep-copied module)"
+                 + ("; here beta = 0 alone explains it" if beta0 else "") + "."),
+        first_step=int(points(run, "rewards/chosen").steps[0]), evidence=ev, basis="inferred", symptom="frozen_weights",
+        remedies=remedies)
 
 
 def _zero_grad(run: Run) -> Evidence | None:

@@ -275,8 +275,8 @@ def _one_term(run: Run, top) -> Finding | None:
                 [f"Log {term} per sample for a few steps around step {step} and inspect the samples where it explodes; "
                  "filter them or guard the term (skip or clamp non-finite and absurd per-sample values)."])
     return Finding(
-        code=CODE, name=SLUG, root_cause="nan_in_data", severity="error", confidence=0.55,
-        title=f"Only {term} blew up at step {step} ({fmt(bp.value)}); {calm[0][0]} stayed at {fmt(calm[0][1].value)}",
+        code=CODE, name=SLUG, root_cause="ctc_output_longer_than_input" if ctc else "nan_in_data", severity="error",
+        confidence=0.55, title=f"Only {term} blew up at step {step} ({fmt(bp.value)}); {calm[0][0]} stayed at {fmt(calm[0][1].value)}",
         message=(f"At step {step} {term} is {fmt(bp.value)} while {', '.join(f'{m} is {fmt(p.value)}' for m, p in calm[:3])}"
                  + (f" and {acc[0][0]} {fmt(acc[0][1].value)}" if acc else "")
                  + ". Updates that overshoot make a loss large, not hugely negative, and the other terms are "

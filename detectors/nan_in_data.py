@@ -99,8 +99,8 @@ def _rejected_losses(run: Run) -> Finding | None:
     negative = [v for v in vals if v < 0]
     shown = ", ".join(fmt(v) for v in vals[:6]) + (", ..." if len(vals) > 6 else "")
     return Finding(
-        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="warning", confidence=0.5,
-        title=f"{len(evs)} batch loss(es) left out of the log as not correct ({shown})",
+        code=CODE, name=SLUG, root_cause="ctc_output_longer_than_input" if negative else ROOT_CAUSE, severity="warning",
+        confidence=0.5, title=f"{len(evs)} batch loss(es) left out of the log as not correct ({shown})",
         message=(f"ESPnet reported {len(evs)} batch loss(es) it would not log ({shown}): NaN or out of the range it "
                  "accepts (CTC_LOSS_THRESHOLD, 1e4). Training goes on, but those batches are broken"
                  + (f"; {len(negative)} are negative, which a CTC or cross-entropy loss never is: utterances whose "

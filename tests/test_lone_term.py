@@ -64,7 +64,8 @@ ESPNET_2669 = """{
 
 def test_one_term_absurd_beside_an_ordinary_one_is_that_terms_samples_not_the_lr(tmp_path: Path):
     a = _run(tmp_path, ESPNET_2669)
-    assert _verdict(a) == ("failed", "nan_in_data")  # was: healthy ("loss -1.134e+35 ... all finite")
+    # was: healthy ("loss -1.134e+35 ... all finite"), then nan_in_data; the CTC term names its own cause
+    assert _verdict(a) == ("failed", "ctc_output_longer_than_input")
     f = _finding(a, "DIV001")
     assert f.first_step == 122600 and "main/loss_ctc" in f.title and "main/loss_att stayed at 15.8" in f.title
     assert "learning rate is not what broke" in f.message and "label sequence is longer than its input frames" in f.message
@@ -147,3 +148,10 @@ def test_eesen_progress_lines_and_an_absurd_objective(tmp_path: Path):
     assert _verdict(a) == ("failed", "lr_too_high")
     f = _finding(a, "DIV001")
     assert f.first_step == 205951 and "1e+27" in f.message
+
+
+def test_the_ctc_cause_needs_a_ctc_term(tmp_path: Path):
+    """The same log with the blown term renamed: a term that is not CTC's stays bad samples (nan_in_data)."""
+    a = _run(tmp_path, ESPNET_2669.replace("loss_ctc", "loss_aux"))
+    assert _verdict(a) == ("failed", "nan_in_data")
+    assert "label sequence is longer" not in _finding(a, "DIV001").message
