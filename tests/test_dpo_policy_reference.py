@@ -48,3 +48,10 @@ def test_a_dpo_run_that_learns_is_healthy(tmp_path: Path):
 def test_two_stuck_logs_are_not_enough(tmp_path: Path):
     a = _run(tmp_path, "".join(LLMS_TOOL_46.splitlines(keepends=True)[:2]))
     assert not [x for x in a.diagnosis.findings if x.code == "GRAD001"]
+
+
+def test_beta_zero_in_the_config_is_named(tmp_path: Path):
+    a = _run(tmp_path, LLMS_TOOL_46, config="beta: 0.0\nlearning_rate: 1.0e-05\n")
+    f = next(x for x in a.diagnosis.findings if x.code == "GRAD001")
+    assert any(e.detail.startswith("beta = 0") for e in f.evidence) and f.remedies[0].startswith("Set beta > 0")
+    assert "beta = 0 alone explains it" in f.message
