@@ -19,6 +19,10 @@ ALIASES: dict[str, str] = {
     "train/gpt_loss": "loss",
     "gpt_loss": "loss",
     "lm_loss": "loss",
+    # TensorFlow-era scripts name the training loss "cost" (``cost = tf.reduce_mean(...)``; ``Epoch: 3 cost= 0.52``)
+    "cost": "loss",
+    "train_cost": "loss",
+    "training_cost": "loss",
     "grad_norm": "grad_norm",
     "train/grad_norm": "grad_norm",
     "gradient_norm": "grad_norm",

@@ -154,8 +154,10 @@ def _scales(run: Run, floor: float) -> list[tuple[float, Evidence, int | None]]:
         if new is None and att is not None:
             new = att  # hysteresis line: the scale was kept this time
         if new is not None:
-            out.append((new, event_evidence(ev, f"loss-scale overflow: attempted {fmt(att)}, reduced to {fmt(new)}"
-                                            + (f" (x{ev.count})" if ev.count > 1 else "")), ev.step))
+            lg = num(ev.data.get("lg_new"))
+            what = (f"non-finite gradients: log2 of the loss scale lowered to {fmt(lg)} (scale 2^{fmt(lg)} = {fmt(new)})"
+                    if lg is not None else f"loss-scale overflow: attempted {fmt(att)}, reduced to {fmt(new)}")
+            out.append((new, event_evidence(ev, what + (f" (x{ev.count})" if ev.count > 1 else "")), ev.step))
     ls = points(run, "loss_scale").finite_only()
     if len(ls):
         low = np.flatnonzero(ls.values <= floor)

@@ -72,6 +72,10 @@ DATA_SOURCE = re.compile(r"(?i)(?:^|[/\\\s])((?:[\w.-]*/)*[\w.-]*(?:data|loader|
 def detect(run: Run) -> Iterable[Finding]:
     """One finding per run: the pipeline's own warning when there is one, with the calm-curve evidence added."""
     onset = nonfinite_onset(run)
+    ctc = _ctc_no_alignment(run, onset)
+    if ctc is not None:
+        yield ctc
+        return
     warned = _data_pipeline_warnings(run, onset)
     calm = _calm_curve_nan(run, onset)
     if warned is not None and calm is not None:
@@ -85,6 +89,42 @@ def detect(run: Run) -> Iterable[Finding]:
         found = _rejected_losses(run)
     if found is not None:
         yield found
+
+
+def _ctc_no_alignment(run: Run, onset: Onset | None) -> Finding | None:
+    """TensorFlow's CTC loss said "No valid path found." (ctc_loss_calculator.cc): a sample whose label sequence
+    cannot be aligned to its frames, whose loss is inf. Occasional ones early in training are harmless (the
+    maintainers' usual answer, returnn-experiments#1); with the loss itself non-finite the run is hit."""
+    evs = run.events_of("ctc_no_alignment")
+    if not evs:
+        return None
+    n = sum(e.count for e in evs)
+    ev = [event_evidence(e, e.message.strip()[:200] + (f" (x{e.count})" if e.count > 1 else "")) for e in evs[:3]]
+    hit = onset is not None
+    if hit:
+        assert onset is not None
+        ev.append(onset.evidence)
+    why = ("TensorFlow's CTC loss found no valid alignment for a sample: its label sequence (with the blanks CTC needs "
+           "between repeated labels) is longer than the frames the network outputs for it, so that sample's loss is "
+           "inf")
+    return Finding(
+        code=CODE, name=SLUG, root_cause="ctc_output_longer_than_input", severity="error" if hit else "warning",
+        confidence=0.75 if hit else 0.5,
+        title=(f"CTC found no valid path {n} time(s)" + (f"; the loss went non-finite at step {onset.step}" if hit else
+                                                           "")),
+        message=(why + (f"; here the logged loss went non-finite at step {onset.step}: those samples reach the "
+                        "average." if hit else
+                        ". An occasional warning early in training is harmless; if it recurs, those samples never "
+                        "contribute and the ones that do may be few.")),
+        first_step=onset.step if hit else next((e.step for e in evs if e.step is not None), None),
+        evidence=ev,
+        remedies=["Make the network's output sequence longer than the longest label: fewer downsampling steps (or a "
+                  "longer max time / sequence length), or drop the samples whose label length exceeds the output "
+                  "length (count a blank between repeated labels).",
+                  "Let the loss skip them instead of returning inf: ignore_longer_outputs_than_inputs=True in "
+                  "tf.nn.ctc_loss (zero_infinity=True in torch.nn.CTCLoss)."],
+        basis="direct", symptom="nonfinite_loss" if hit else None,
+    )
 
 
 def _rejected_losses(run: Run) -> Finding | None:

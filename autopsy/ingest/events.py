@@ -31,7 +31,7 @@ EVENT_KINDS = (
     "nan_stop", "oom", "bf16_unsupported", "prompt_fills_max_length", "index_out_of_range",
     "cudnn_sdpa_warning", "ddp_unused_params", "unscale_fp16", "gemma_eager_warning", "loss_watchdog",
     "empty_tensor_load", "nan_input", "labels_masked", "no_trainable_params", "native_abort", "input_exhausted",
-    "collective_timeout", "loss_rejected",
+    "collective_timeout", "loss_rejected", "ctc_no_alignment",
     "warning", "error",
 )
 
@@ -45,6 +45,14 @@ MAX_DISTINCT_MESSAGES = 500
 
 def _f(x: str) -> float:
     return float(x)
+
+
+def _pow2(x: float) -> float:
+    """2**x, 0.0 when it underflows and inf when it overflows (a log2 loss scale of -16200 is a scale of 0)."""
+    try:
+        return 2.0 ** x
+    except OverflowError:
+        return float("inf")
 
 
 def _shape(dims: str) -> list[int]:
@@ -65,6 +73,10 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     # fairseq trainer.py (and forks): "NOTE: [gradient ]overflow detected, [ignoring gradient, ]setting loss scale to: X"
     ("overflow", re.compile(r"[Oo]verflow detected,(?: ignoring gradient,)? setting loss scale to:? " + _NUM),
      lambda m: {"new": _f(m[1])}),
+    # OpenAI improved-/guided-diffusion's fp16 trainer (fp16_util.py, train_util.py): a non-finite gradient lowers
+    # log2 of the loss scale by 1 and skips the step: "Found NaN, decreased lg_loss_scale to {lg_loss_scale}"
+    ("overflow", re.compile(r"Found NaN, decreased lg_loss_scale to (-?\d+(?:\.\d+)?)"),
+     lambda m: {"new": _pow2(float(m[1])), "lg_new": float(m[1])}),
     ("loss_scale_min", re.compile(r"Current loss scale already at minimum"), lambda m: {}),
     # fairseq DynamicLossScaler: FloatingPointError("Minimum loss scale reached (0.0001). Your loss is probably exploding...")
     ("loss_scale_min", re.compile(r"Minimum loss scale reached \(?" + _NUM + r"?"), lambda m: {"min_scale": _f(m[1]) if m[1] else None}),
@@ -138,6 +150,10 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     # (1e4) is left out of the reporter (so out of the log) with only this warning; its backward still runs
     ("loss_rejected", re.compile(r"\bloss \(=(-?(?:nan|inf|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?))\) is not correct"),
      lambda m: {"value": float(m[1])}),
+    # TensorFlow's CTC loss (tensorflow/core/util/ctc/ctc_loss_calculator.cc, also under Keras' ctc_batch_cost):
+    # "W tensorflow/core/util/ctc/ctc_loss_calculator.cc:144] No valid path found." for a sample whose labels cannot
+    # be aligned to its frames (that sample's loss is inf); the phrase alone is too common outside CTC
+    ("ctc_no_alignment", re.compile(r"(?i:ctc)[^\n]*No valid path found"), lambda m: {}),
     # tf.keras / Keras 3 fit(): a dataset or generator that yields fewer than steps_per_epoch * epochs batches ends
     # training with only this warning ("... at least `steps_per_epoch * epochs` batches (in this case, 100000 batches)")
     ("input_exhausted", re.compile(r"Your input ran out of data; interrupting training"
@@ -219,6 +235,7 @@ TRIGGERS = (
     "ignored in loss calculation", "rainable params", "No inf checks", "mixed precision requires", "precision was requested",
     "malloc_or_wait", "metal::malloc", "Insufficient Memory", "kIOGPU", "libc++abi", "terminate called",
     "core dumped", "Fatal Python error", "returned nan values", "Your input ran out", "collective operation timeout",
+    "Found NaN", "No valid path",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the

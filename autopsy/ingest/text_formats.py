@@ -973,9 +973,10 @@ def parse_llama_recipes(text: bytes, first_line: int, st: StepState, out: Collec
 _KV_TABLE = re.compile(rb"-{8,}[ \t]*\r?\n((?:[ \t]*\|[^\r\n|]*\|[^\r\n|]*\|[ \t]*\r?\n){2,400})[ \t]*-{8,}")
 _KV_ROW = re.compile(rb"[ \t]*\|([ \t]*)([^|\r\n]*?)[ \t]*\|[ \t]*([^|\r\n]*?)[ \t]*\|")
 #: the x axis these loggers print (SB3 ``time/total_timesteps``, 0.x ``total timesteps``, baselines ``total_timesteps``
-#: / ``timesteps``), then the update counters when no timestep count is printed
+#: / ``timesteps``), then the update counters when no timestep count is printed (OpenAI improved-/guided-diffusion's
+#: ``TrainLoop.log_step`` logs ``step`` and ``samples`` through the same logger)
 _KV_STEP_KEYS = ("total_timesteps", "total timesteps", "timesteps", "timesteps_total", "iterations", "n_updates",
-                 "nupdates", "serial_timesteps")
+                 "nupdates", "serial_timesteps", "step")
 #: bytes looked at for CRLF line ends before a chunk is scanned for the CRLF form of a table
 CRLF_PROBE = 64 * 1024
 #: spaces after the ``|`` of a row under a section (SB3 writes ``| `` then the key indented by three)
