@@ -51,3 +51,33 @@ def test_an_occasional_tf_ctc_no_valid_path_is_a_warning_on_a_healthy_run(tmp_pa
 def test_no_valid_path_outside_ctc_is_not_an_event(tmp_path: Path):
     a = _run(tmp_path, "planner: No valid path found from start to end\n" * 3)
     assert not a.run.events_of("ctc_no_alignment")
+
+
+# https://github.com/MaybeShewill-CV/CRNN_Tensorflow/issues/122 (as pasted; the first line's "I" was cut in the paste):
+# the loss is printed as "cost", and the step whose CTC found no valid path logs cost= inf
+CRNN_TF_122 = """NFO: 08-20 17:34:54: train_shadownet.py:148 * 140217671526144 Epoch: 542 cost= 69.799927 seq distance=  0.910998 train accuracy=  0.009455
+INFO: 08-20 17:34:54: train_shadownet.py:148 * 140217671526144 Epoch: 543 cost= 69.512672 seq distance=  0.916690 train accuracy=  0.011318
+INFO: 08-20 17:34:55: train_shadownet.py:148 * 140217671526144 Epoch: 544 cost= 69.189919 seq distance=  0.917188 train accuracy=  0.008049
+2018-08-20 17:34:55.936201: W tensorflow/core/util/ctc/ctc_loss_calculator.cc:144] No valid path found.
+INFO: 08-20 17:34:56: train_shadownet.py:148 * 140217671526144 Epoch: 545 cost=       inf seq distance=  0.925914 train accuracy=  0.006089
+INFO: 08-20 17:34:56: train_shadownet.py:148 * 140217671526144 Epoch: 546 cost= 72.633850 seq distance=  0.903907 train accuracy=  0.014168
+INFO: 08-20 17:34:57: train_shadownet.py:148 * 140217671526144 Epoch: 547 cost= 70.695236 seq distance=  0.903769 train accuracy=  0.012890
+"""
+
+
+def test_tf_ctc_no_valid_path_with_an_inf_cost_names_the_ctc_cause(tmp_path: Path):
+    a = _run(tmp_path, CRNN_TF_122)
+    assert _verdict(a) == ("failed", "ctc_output_longer_than_input")  # was: inconclusive, nothing read
+    loss = a.run.scalars[a.run.scalars["metric"] == "loss"]
+    assert len(loss) == 5 and set(loss["key"]) == {"cost"}  # the INFO lines (the cut "NFO:" one is alone in its layout)
+    f = next(x for x in a.diagnosis.findings if x.code == "DATA001")
+    assert f.severity == "error" and "went non-finite" in f.title
+    assert any("ignore_longer_outputs_than_inputs" in r for r in f.remedies)
+
+
+def test_a_time_cost_is_not_a_loss(tmp_path: Path):
+    # per-step timings as hand-written loops print them: "<word> cost" is that word's cost, not the loss
+    log = "".join(f"step {i} time cost: {0.31 + i / 100:.2f}s loss: {2.0 - i / 10:.2f}\n" for i in range(1, 6))
+    a = _run(tmp_path, log)
+    df = a.run.scalars
+    assert df[df["metric"] == "loss"]["value"].round(2).tolist() == [1.9, 1.8, 1.7, 1.6, 1.5]

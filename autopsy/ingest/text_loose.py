@@ -73,14 +73,17 @@ def parse_hf_metrics_block(text: bytes, first_line: int, st: StepState, out: Col
 # -- counterless loss lines ------------------------------------------------------------------------
 
 #: a loss-like key and its value: ``train loss:1.1``, ``Loss = 0.53``, ``val_loss 0.5`` (a separator or
-#: one space), ``loss: nan``
+#: one space), ``loss: nan``; TensorFlow-era scripts call the loss ``cost`` (``Epoch: 542 cost= 69.79``), read
+#: only with a separator (``cost 5`` is prose)
 _LOSS_PAIR = re.compile(
-    rb"(?<![\w/.-])((?:(?:train|training|val|valid|validation|eval|test|total|avg|mean|batch)[ _])?[Ll]oss|LOSS|"
-    rb"(?:[Tt]rain|[Tt]raining|[Vv]al|[Vv]alid|[Tt]est|[Tt]otal|[Aa]vg)[ _][Ll]oss)"
-    rb"[ \t]*(?:[:=][ \t]*|[ \t])(" + NUM + rb")(?![\w.])")
-#: the literal core of a loss pair: ``oss`` then a separator and a value's first character (one regex per case:
-#: an alternation at the start would make the engine try every byte)
+    rb"(?<![\w/.-])(?:((?:(?:train|training|val|valid|validation|eval|test|total|avg|mean|batch)[ _])?[Ll]oss|LOSS|"
+    rb"(?:[Tt]rain|[Tt]raining|[Vv]al|[Vv]alid|[Tt]est|[Tt]otal|[Aa]vg)[ _][Ll]oss)[ \t]*(?:[:=][ \t]*|[ \t])"
+    rb"|((?:(?:train|training|val|valid|validation|test|avg|mean)[ _])?[Cc]ost|COST|(?:[Tt]rain|[Vv]al|[Tt]est|[Aa]vg)"
+    rb"[ _][Cc]ost)[ \t]*[:=][ \t]*)(" + NUM + rb")(?![\w.])")
+#: the literal core of a loss pair: ``oss`` (``ost`` of ``cost``) then a separator and a value's first character (one
+#: regex per case: an alternation at the start would make the engine try every byte)
 _LOSS_CORES = tuple(re.compile(w + rb"[ \t]*(?:[:=]|[ \t][-+.\dnNiI])") for w in (b"oss", b"OSS"))  # literal-led: fast
+_COST_CORES = tuple(re.compile(w + rb"[ \t]*[:=]") for w in (b"cost", b"Cost", b"COST"))
 #: a counter on a line the step parsers left alone (``Epoch 0/1 | Batch 100/15582 | Train Loss nan``): the step
 _COUNTER = re.compile(rb"\b([Ss]tep|STEP|[Ii]ter|ITER|[Ii]teration|global_step|[Bb]atch|BATCH)\b\s*[:=#]?\s*\[?\s*(\d+)"
                       rb"(?:\s*/\s*(\d+))?")
@@ -124,13 +127,19 @@ _NEUTRAL_WORDS = {"train", "training", "total", "avg", "average", "mean", "batch
 def _pair_key(line: bytes, m: re.Match[bytes]) -> str:
     """The key of one ``_LOSS_PAIR`` match: ``_loose_key``, or ``<word>_loss`` when a bare loss is another model's or
     term's (Keras-GAN's ``[D loss: 0.04, acc: 96.88%] [G loss: 5.39]`` holds two losses, not one)."""
-    key = _loose_key(m[1].decode())
-    if m[1].lower() == b"loss":
+    raw = _raw_key(m)
+    key = _loose_key(raw.decode())
+    if raw.lower() in (b"loss", b"cost"):
         w = _WORD_BEFORE.search(line, 0, m.start())
         if w is not None and w[1].lower().decode() not in _NEUTRAL_WORDS:
-            word = w[1].decode()
-            return "eval_loss" if word.lower() in _EVAL_WORDS else f"{word}_loss"
+            word = w[1].decode()  # ``G loss``: the generator's; ``time cost: 0.3s``: not a loss at all
+            return "eval_loss" if word.lower() in _EVAL_WORDS else f"{word}_{raw.lower().decode()}"
     return key
+
+
+def _raw_key(m: re.Match[bytes]) -> bytes:
+    """The key a ``_LOSS_PAIR`` match read: its loss form (group 1) or its cost form (group 2)."""
+    return m[1] if m[1] is not None else m[2]
 
 
 def _loose_key(raw: str) -> str:
@@ -144,7 +153,8 @@ def _loose_key(raw: str) -> str:
 
 def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector,
                      steps: StepMarks, used: Used) -> None:
-    if not has(text, b"oss") and not has(text, b"OSS"):
+    cost = [rx for rx, lit in zip(_COST_CORES, (b"cost", b"Cost", b"COST")) if has(text, lit)]
+    if not has(text, b"oss") and not has(text, b"OSS") and not cost:
         return
     groups: dict[bytes, list[tuple[int, int, list[tuple[str, float]], int | None]]] = defaultdict(list)
     bar_rows: list[tuple[int, int, list[tuple[str, float]], int]] = []
@@ -153,6 +163,8 @@ def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector
     # keys, ``'loss':``, are not candidates), then read the candidate's line alone
     cores = ([c for rx in _LOSS_CORES for c in rx.finditer(text)] if has(text, b"OSS")
              else list(_LOSS_CORES[0].finditer(text)))
+    for rx in cost:
+        cores.extend(rx.finditer(text))
     cores.sort(key=lambda c: c.start())
     for c in cores:
         ls = line_start(text, c.start())
@@ -166,7 +178,7 @@ def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector
         m = _LOSS_PAIR.search(line)
         if m is None:
             continue
-        pairs = [(_pair_key(line, p), float(p[2])) for p in _LOSS_PAIR.finditer(line)]
+        pairs = [(_pair_key(line, p), float(p[3])) for p in _LOSS_PAIR.finditer(line)]
         pairs += [(k.decode().lower().replace(" ", "_"), float(v)) for k, v in _OTHER_PAIRS.findall(line)]
         named = {k for k, _ in pairs}
         pairs += [(k.decode(), float(v)) for k, v in _TERM_PAIRS.findall(line) if _loose_key(k.decode()) not in named]
@@ -174,7 +186,7 @@ def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector
         if bar is not None:  # a tqdm description (``loss: -8.48 | acc: 0.22:  71%|###| 417/586 [...]``): its counter
             bar_rows.append((ls, ls + m.start(), pairs, int(bar[1])))
             continue
-        layout = _LAYOUT_VALUES.sub(b"#", line[:m.start()]) + m[1]
+        layout = _LAYOUT_VALUES.sub(b"#", line[:m.start()]) + _raw_key(m)
         groups[layout].append((ls, ls + m.start(), pairs, _counter_step(line)))
     lines = Lines(text, first_line)
     for ls, pos, pairs, at in bar_rows:  # a bar is structure enough: one line is a point
@@ -600,6 +612,6 @@ LOOSE_PARSERS = (
     (parse_progress_meter, (b"Epoch",)),
     (parse_scheduler_verbose, (b"Adjustinglearningrate",)),
     (parse_pair_records, _RECORD_LITERALS),
-    (parse_loose_loss, (b"oss", b"OSS")),
+    (parse_loose_loss, (b"oss", b"OSS", b"ost", b"OST")),
     (parse_detail_blocks, (b"",)),
 )
