@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from autopsy.ingest.text_metrics import line_spans
+from autopsy.ingest.text_metrics import NON_LETTERS, line_spans
 from autopsy.model import Event
 
 #: stable event kinds (docs/ARCHITECTURE.md)
@@ -236,7 +236,7 @@ def trigger_re(present: tuple[bytes, ...]) -> re.Pattern[bytes]:
 
 
 #: bytes that are not ASCII letters: deleting them gives a chunk's "letters" (see ``letters_of``)
-_NON_LETTERS = bytes(c for c in range(256) if not (65 <= c <= 90 or 97 <= c <= 122))
+_NON_LETTERS = NON_LETTERS
 _LOWER_LETTERS = tuple((t, t.translate(None, _NON_LETTERS)) for t in LOWER_TRIGGERS)
 
 

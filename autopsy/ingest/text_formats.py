@@ -684,7 +684,7 @@ def _json_block_gate(text: bytes) -> bool:
     scan of every ``{`` cost ~8 ms per 4 MB chunk of dict logs, where multi-line Python dicts also end lines in ``{``."""
     match = _JSON_BLOCK_GATE.match
     for opener in (b"{\n", b"{\r\n"):
-        i = text.find(opener)
+        i = text.find(opener) if has(text, opener) else -1  # has: a C pass over the chunk's skeleton when absent
         while i >= 0:
             if match(text, i):
                 return True
