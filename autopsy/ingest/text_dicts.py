@@ -132,10 +132,11 @@ class _Rows:
         self.trl = self.swift = False
 
 
-def _values(sig: _Sig, groups: list[tuple[bytes, ...]]) -> tuple[np.ndarray, np.ndarray]:
-    """(R, K) float values of the numeric groups, and a mask of rows that all converted."""
-    n, k = len(groups), len(sig.num_idx)
-    flat = np.array(list(chain.from_iterable(groups)), dtype=object).reshape(n, -1)[:, sig.num_idx]
+def _values(sig: _Sig, n: int, groups: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """(R, K) float values of the numeric groups (``groups``: every group of the ``n`` records, record after
+    record), and a mask of rows that all converted."""
+    k = len(sig.num_idx)
+    flat = np.array(groups, dtype=object).reshape(n, -1)[:, sig.num_idx]
     try:
         return flat.astype(np.float64).reshape(n, k), np.ones(n, dtype=bool)
     except (ValueError, TypeError, OverflowError):
@@ -153,7 +154,8 @@ def _values(sig: _Sig, groups: list[tuple[bytes, ...]]) -> tuple[np.ndarray, np.
 def _classify(bodies: list[bytes], st: StepState, out: Collector) -> _Rows:
     """Assign each record to a known layout (vectorised per layout); new layouts are learned."""
     rows = _Rows()
-    matched: dict[int, tuple[_Sig, list[int], list[tuple[bytes, ...]]]] = {}
+    # per layout: its records and all their groups, one flat list (record after record)
+    matched: dict[int, tuple[_Sig, list[int], list[bytes]]] = {}
     slow: dict[int, tuple[_Sig, list[tuple[bytes, bytes]]]] = {}
     pending = list(range(len(bodies)))
     sigs = st.sigs
@@ -178,27 +180,36 @@ def _classify(bodies: list[bytes], st: StepState, out: Collector) -> _Rows:
         if len(pending) == len(bodies):
             # one scan over the joined records: a match cannot cross a line break and a record has no
             # brace inside, so each match is one whole record, and as many matches as records means
-            # every record has this layout (the usual chunk)
-            found = list(sig.exact.finditer(b"\n".join(bodies)))
-            if len(found) == len(bodies):
+            # every record has this layout (the usual chunk). ``split`` hands back the groups as one
+            # flat list, the text between matches after each record's (~2.5x finditer + groups)
+            parts = sig.exact.split(b"\n".join(bodies))
+            k = sig.exact.groups + 1
+            found = (len(parts) - 1) // k
+            gaps = parts[0::k]  # before the first match, between matches, after the last
+            del parts[0::k]
+            if found == len(bodies):
                 got[1].extend(pending)
-                got[2].extend(map(re.Match.groups, found))
+                got[2].extend(parts)
                 break
             if found:  # most records (an eval record or two among them): only the others are tried alone
-                pending = _take_found(bodies, found, sig, got)
+                # the records in front of a match: one "\n" each in the gaps before it (a gap between two
+                # matches also holds the first one's "\n")
+                at = np.cumsum(np.fromiter(map(bytes.count, gaps[:-1], repeat(b"\n")), dtype=np.int64, count=found))
+                pending = _take_found(bodies, at, parts, sig, got)
                 continue
         ms = list(map(sig.rx.fullmatch, map(bodies.__getitem__, pending)))
         got[1].extend(i for i, m in zip(pending, ms) if m is not None)
-        got[2].extend(map(re.Match.groups, filter(None, ms)))
+        got[2].extend(chain.from_iterable(map(re.Match.groups, filter(None, ms))))
         pending = [i for i, m in zip(pending, ms) if m is None]
     idx_parts, kind_parts, exp_parts, has_parts = [], [], [], []
     for key, (sig, idx, groups) in matched.items():
-        vals, ok = _values(sig, groups)
         n = len(idx)
+        vals, ok = _values(sig, n, groups)
         exp, has = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
         if sig.swift_idx is not None or sig.step_idx is not None:
-            for r, g in enumerate(groups):
-                e = _explicit(sig, g)
+            k = len(groups) // n
+            for r in range(n):
+                e = _explicit(sig, groups[r * k:(r + 1) * k])
                 if e is not None:
                     exp[r], has[r] = e, True
             rows.swift = rows.swift or sig.swift_idx is not None
@@ -230,27 +241,26 @@ def _classify(bodies: list[bytes], st: StepState, out: Collector) -> _Rows:
     return rows
 
 
-def _take_found(bodies: list[bytes], found: list[re.Match[bytes]], sig: _Sig,
-                got: tuple[_Sig, list[int], list[tuple[bytes, ...]]]) -> list[int]:
-    """Give ``sig`` the records its exact layout matched in the joined records (``found``) and those its
-    looser regex matches among the rest (what a fullmatch of every record would give: the exact layout
-    matches a subset, with the same groups); returns the records left for other layouts, in order."""
-    sizes = np.fromiter(map(len, bodies), dtype=np.int64, count=len(bodies)) + 1  # each record and its "\n"
-    offsets = np.cumsum(sizes) - sizes
-    at = np.searchsorted(offsets, np.fromiter(map(re.Match.start, found), dtype=np.int64, count=len(found)))
+def _take_found(bodies: list[bytes], at: np.ndarray, groups: list[bytes], sig: _Sig,
+                got: tuple[_Sig, list[int], list[bytes]]) -> list[int]:
+    """Give ``sig`` the records its exact layout matched in the joined records (``at``, in order, with their
+    ``groups`` one after the other) and those its looser regex matches among the rest (what a fullmatch of
+    every record would give: the exact layout matches a subset, with the same groups); returns the records
+    left for other layouts, in order."""
     hit = np.zeros(len(bodies), dtype=bool)
     hit[at] = True
     rest = np.flatnonzero(~hit).tolist()
     ms = list(map(sig.rx.fullmatch, map(bodies.__getitem__, rest)))
     if ms.count(None) == len(ms):  # the usual case: the others have layouts of their own
         got[1].extend(at.tolist())
-        got[2].extend(map(re.Match.groups, found))
+        got[2].extend(groups)
         return rest
-    rows = list(zip(at.tolist(), map(re.Match.groups, found)))
+    k = len(groups) // len(at)
+    rows = [(i, tuple(groups[r * k:(r + 1) * k])) for r, i in enumerate(at.tolist())]
     rows += [(i, m.groups()) for i, m in zip(rest, ms) if m is not None]
     rows.sort(key=itemgetter(0))
     got[1].extend(map(itemgetter(0), rows))
-    got[2].extend(map(itemgetter(1), rows))
+    got[2].extend(chain.from_iterable(map(itemgetter(1), rows)))
     return [i for i, m in zip(rest, ms) if m is None]
 
 
