@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from autopsy.ingest.text_metrics import finditer_at, newline_offsets
+from autopsy.ingest.text_metrics import finditer_at, has, newline_offsets
 
 #: a rank tag at the start of a line (after optional spaces)
 #: (torchrun's role prefix ``[trainer3]:`` and ``[trainer3|3]:`` (role+local rank, then global rank) included)
@@ -160,7 +160,7 @@ class RankLines:
         self.seen: set[int] = set()
 
     def scan(self, text: bytes, first_line: int) -> None:
-        if not any(h in text for h in _TAG_HINTS):
+        if not any(has(text, h) for h in _TAG_HINTS):
             return
         # tried only at the starts of lines holding a tag (the leading ^ made the regex engine try every byte)
         starts = sorted({text.rfind(b"\n", 0, m.start()) + 1 for m in _TAG_ANY.finditer(text)})

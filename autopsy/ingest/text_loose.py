@@ -428,7 +428,7 @@ def parse_pair_records(text: bytes, first_line: int, st: StepState, out: Collect
     structure enough to be a record even once, unlike a loss mentioned in prose. Lines that follow each other with
     no key in common are one record (a summary wrapped over two lines); a repeated key starts the next step. The
     step is the record's own ``step``/``iter`` pair, else the next after the last step seen (inferred)."""
-    starts = {line_start(text, c.start()) for lit, rx in _RECORD_CORES if lit in text for c in rx.finditer(text)}
+    starts = {line_start(text, c.start()) for lit, rx in _RECORD_CORES if has(text, lit) for c in rx.finditer(text)}
     indented = {m.start() + 1 for m in _INDENTED_PAIR.finditer(text)} if steps else set()
     if not starts and not indented:
         return

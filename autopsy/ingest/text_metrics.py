@@ -589,7 +589,7 @@ _GENERIC_PAIR = re.compile(
 
 
 #: every ``_GENERIC_COUNTER`` match has one of these 1 byte after its start (``global_step``: 8 bytes)
-_COUNTER_CORES = (re.compile(rb"te[pr]"), re.compile(rb"TE[PR]"))
+_COUNTER_CORES = (((b"tep", b"ter"), re.compile(rb"te[pr]")), ((b"TEP", b"TER"), re.compile(rb"TE[PR]")))
 
 
 def literal_positions(text: bytes, literals: tuple[bytes, ...]) -> list[int]:
@@ -597,7 +597,8 @@ def literal_positions(text: bytes, literals: tuple[bytes, ...]) -> list[int]:
     engine's literal search is used: faster here than ``bytes.find`` (no per-call overhead either)."""
     found: list[int] = []
     for lit in literals:
-        found.extend(m.start() for m in _literal_rx(lit).finditer(text))
+        if has(text, lit):  # an absent literal: a pass over the chunk's letters or skeleton, not the chunk
+            found.extend(m.start() for m in _literal_rx(lit).finditer(text))
     return found
 
 
@@ -680,7 +681,7 @@ def finditer_at(rx: re.Pattern[bytes], text: bytes, starts: list[int]) -> Iterat
 def _generic_counters(text: bytes) -> Iterator[re.Match[bytes]]:
     """``_GENERIC_COUNTER.finditer(text)``: tried only 1 byte before a ``tep``/``ter`` core (8 before
     ``global_step``'s), not at every ``s``/``i``/``g`` of the chunk (tqdm's ``it/s``, dict keys)."""
-    cores = [m.start() for rx in _COUNTER_CORES for m in rx.finditer(text)]
+    cores = [m.start() for lits, rx in _COUNTER_CORES if any(has(text, w) for w in lits) for m in rx.finditer(text)]
     if not cores:
         return iter(())
     cand = {c - 1 for c in cores if c} | {c - 8 for c in cores if c >= 8 and text[c - 8:c] == b"global_s"}
@@ -693,7 +694,7 @@ def parse_generic(text: bytes, first_line: int, st: StepState, out: Collector,
 
     Conservative: a line needs a step-like counter AND a loss-like key, so prose is not read as data.
     """
-    if not any(w in text for w in (b"tep", b"ter", b"TEP", b"TER")):  # step/Step/iter/Iter/ITER...
+    if not any(has(text, w) for w in (b"tep", b"ter", b"TEP", b"TER")):  # step/Step/iter/Iter/ITER...
         return
     lines = Lines(text, first_line)
     seen: set[int] = set()
