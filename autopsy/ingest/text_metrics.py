@@ -319,6 +319,13 @@ def line_spans(text: bytes, positions: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return starts, ends
 
 
+def line_starts(text: bytes, positions: np.ndarray) -> np.ndarray:
+    """:func:`line_start` of every position (one searchsorted over the chunk's break index)."""
+    breaks = _break_index(text, False)[1]
+    k = np.searchsorted(breaks, positions, side="left")
+    return np.where(k > 0, breaks[np.maximum(k - 1, 0)] + 1 if len(breaks) else 0, 0)
+
+
 #: texts shorter than this find their line ends by searching; longer ones (a chunk) through a cached index of breaks
 SMALL_TEXT = 64 * 1024
 #: (text, sorted offsets of its ``\n`` and ``\r`` bytes, the same as a list or None) of the text indexed last; replaced
