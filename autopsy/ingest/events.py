@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from autopsy.ingest.text_metrics import NON_LETTERS, has, line_spans
+from autopsy.ingest.text_metrics import NON_LETTERS, has, letters_have, line_spans
 from autopsy.model import Event
 
 #: stable event kinds (docs/ARCHITECTURE.md)
@@ -258,7 +258,7 @@ def chunk_triggers(data: bytes, letters: bytes | None = None) -> tuple[re.Patter
     """:func:`chunk_trigger_re` and the lower-case triggers that occur in the chunk (in its regex)."""
     if letters is None:
         letters = letters_of(data)
-    present = tuple(t for t, lt in _LOWER_LETTERS if lt in letters and has(data, t))
+    present = tuple(t for t, lt in _LOWER_LETTERS if letters_have(letters, lt) and has(data, t))
     if not present and (not letters or letters.islower()):
         return None, present  # every upper-case-led trigger needs a capital letter, and there is none
     return trigger_re(present), present

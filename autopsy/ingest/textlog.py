@@ -40,6 +40,7 @@ from autopsy.ingest.text_metrics import (
     finish_minimind,
     forget_newlines,
     has,
+    letters_have,
     line_end,
     line_spans,
     line_start,
@@ -135,7 +136,7 @@ class _TextLogReader:
         steps = StepMarks()
         used = Used()
         letters = chunk_letters(text)
-        if any(h in letters for h in _RANK_LETTERS):  # "[rank" in text implies "rank" in its letters
+        if any(letters_have(letters, h) for h in _RANK_LETTERS):  # "[rank" in text implies "rank" in its letters
             self.ranks.scan(text, chunk.first_line)
         parse_dicts(text, chunk.first_line, st, self.out, steps, used)
         hinted: dict[bytes, bool] = {b"": True}  # several parsers share a hint: each is looked for once a chunk
@@ -143,7 +144,7 @@ class _TextLogReader:
             for h in hints:
                 got = hinted.get(h)
                 if got is None:
-                    got = hinted[h] = h in letters
+                    got = hinted[h] = letters_have(letters, h)
                 if got:
                     parse(text, chunk.first_line, st, self.out, steps, used)
                     break
