@@ -91,3 +91,40 @@ def test_json_line_matches_from_their_lead(text: bytes) -> None:
     body = text_formats._JSON_LINE_BODY
     old = [(m.start(), m.end(), m[1]) for m in text_formats.line_matches(body, text)]
     assert [(m.start(), m.end(), m[1]) for m in text_formats.line_matches(body, text, b'{"')] == old
+
+
+_BAR_WORDS = [b"|", b" 12/50 [", b"| 3/7 [", b"|  99999999999999999999/5 [", b"| 123456789012345678/50 [", b"x", b"\r",
+              b"\n", b"|7/7[", b"| 5/50  [", b"{", b"  ", b"| 0/50 [", b"100%|##| 50/50 [", b"|" + b" " * 40 + b"5/50 [",
+              b"| 5/050 [", b"/", b"[", b"5", b"50", b"\t", b"| 7/50 [00:01<00:02, 1.3it/s]", b"| 12345678901234567/50 ["]
+
+
+def _one_window(text: bytes, lo: int, hi: int, total: bytes) -> tuple[int | None, bytes | None]:
+    """The bar counter of a window as the per-window code read it: an anchored match at its last "|", else
+    (no bar there, or one of another total) the full regex (which also gives the window its total)."""
+    from autopsy.ingest.text_dicts import _BAR_AT, _bar_last_for
+
+    p = text.rfind(b"|", lo, hi)
+    if p < 0:
+        return None, None
+    m = _BAR_AT.match(text, p, hi)
+    if m is not None and m[2] == total:
+        return int(m[1]), None
+    bm = _bar_last_for(total).match(text, lo, hi)
+    return (int(bm[1]), total) if bm is not None and len(bm[1]) <= 18 else (None, None)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_BAR_WORDS), min_size=1, max_size=50).map(b"".join),
+       st.lists(st.integers(0, 10_000), min_size=2, max_size=20), st.sampled_from([b"50", b"7", b"5", b"050"]))
+def test_window_bars_read_in_numpy_passes(text: bytes, cuts: list[int], total: bytes) -> None:
+    import numpy as np
+
+    from autopsy.ingest import text_dicts
+
+    cuts = sorted(c % (len(text) + 1) for c in cuts)
+    lo, hi = np.array(cuts[0:-1:2], dtype=np.int64), np.array(cuts[1::2], dtype=np.int64)
+    cnt, has, tots = text_dicts._window_bars_known(text, lo, hi, total, np.full(len(lo), -1, dtype=np.int64),
+                                                   np.zeros(len(lo), dtype=bool), [None] * len(lo))
+    want = [_one_window(text, a, b, total) for a, b in zip(lo.tolist(), hi.tolist())]
+    assert [c if h else None for c, h in zip(cnt.tolist(), has.tolist())] == [w for w, _ in want]
+    assert tots == [t for _, t in want]

@@ -351,6 +351,9 @@ def _break_index(text: bytes, as_list: bool) -> tuple:
 
 
 def _breaks(text: bytes) -> list[int]:
+    got = _BR_CACHE  # the usual call: the chunk indexed last (line_start/line_end run ~1k times a chunk)
+    if got[0] is text and got[2] is not None:
+        return got[2]
     return _break_index(text, True)[2]
 
 
