@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from autopsy.ingest import ranks, text_formats, text_metrics
 from autopsy.ingest.text_metrics import _generic_counters, finditer_at, literal_positions
 
+OLD_HEADER_GATE = re.compile(rb"\[(?:epoch|step|batch|ba|sample|token)=")
 OLD_TAG_ANY = re.compile(rb"\[(?:rank|RANK|Rank|default|trainer)")
 OLD_VERL = re.compile(rb"(?m)(?:^|(?<=[\s\]:|]))step:(\d+) - ([^\n\r]{0,20000})")
 OLD_GENERIC = re.compile(
@@ -128,3 +129,10 @@ def test_window_bars_read_in_numpy_passes(text: bytes, cuts: list[int], total: b
     want = [_one_window(text, a, b, total) for a, b in zip(lo.tolist(), hi.tolist())]
     assert [c if h else None for c, h in zip(cnt.tolist(), has.tolist())] == [w for w, _ in want]
     assert tots == [t for _, t in want]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from([b"[", b"epoch", b"step", b"batch", b"ba", b"sample", b"token", b"=", b"]", b"t", b" "]),
+                max_size=30).map(b"".join))
+def test_header_hints_are_the_old_gate(text: bytes) -> None:
+    assert any(h in text for h in text_formats._HEADER_HINTS) == (OLD_HEADER_GATE.search(text) is not None)

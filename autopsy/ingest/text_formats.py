@@ -209,7 +209,7 @@ def parse_fairseq(text: bytes, first_line: int, st: StepState, out: Collector,
                   steps: StepMarks, used: Used) -> None:
     """Steps are ``num_updates`` (optimizer updates); the per-epoch summaries become ``train_*``
     summary series, not the per-update loss (they average a whole epoch)."""
-    if has(text, b"epoch ") and has(text, b"num_updates"):
+    if has(text, b"num_updates") and has(text, b"epoch "):  # the rarer first: a chunk's letters often hold "epoch"
         lines = Lines(text, first_line)
         for m in _FS_INNER.finditer(text):
             pairs = [(k.decode(), float(v)) for k, v in _FS_EQ.findall(m[4])]
@@ -1711,7 +1711,8 @@ def parse_clu(text: bytes, first_line: int, st: StepState, out: Collector,
 #: (values over 1000 with thousands commas); Composer ``ConsoleLogger.log_to_console``: ``[epoch=1][batch=10/100]:``
 #: (``batch_in_epoch``) or ``[batch=10/100]:`` then ``\t Train loss/train/total: 7.5123`` per metric
 #: one scan for any header (cheaper than a literal search per header name in a chunk full of ``[``)
-_HEADER_GATE = re.compile(rb"\[(?:epoch|step|batch|ba|sample|token)=")
+#: a header's opening, each looked for alone (one regex for all, led by "[", stopped at every tqdm bar's)
+_HEADER_HINTS = (b"[epoch=", b"[step=", b"[batch=", b"[ba=", b"[sample=", b"[token=")
 _HEADER_BLOCK = re.compile(rb"(?m)(?:\[epoch=(\d+)\])?\[(step|batch|ba|sample|token)=(\d+)(?:/(\d+))?\](:?)[ \t]*\r?$")
 _OLMO_ROW = re.compile(rb"[ \t]{2,}([A-Za-z][\w/.\-@]{0,120})=(-?[\d,]+(?:\.\d*)?(?:[eE][-+]?\d+)?|-?nan|-?inf)[ \t]*\r?(?:\n|\Z)")
 _COMPOSER_ROW = re.compile(rb"\t (?:(Train|Eval) )?([A-Za-z][^:\r\n]{0,120}): (" + NUM + rb")[ \t]*\r?(?:\n|\Z)")
@@ -1738,7 +1739,7 @@ def parse_header_blocks(text: bytes, first_line: int, st: StepState, out: Collec
                         steps: StepMarks, used: Used) -> None:
     """Each indented metric at its header's step: OLMo's global step, Composer's batch (``epoch_local_step`` when the
     header names the epoch, as ``batch_in_epoch`` restarts). A header with no metric row under it is left alone."""
-    if b"=" not in text or _HEADER_GATE.search(text) is None:
+    if b"=" not in text or not any(has(text, h) for h in _HEADER_HINTS):
         return
     lines = Lines(text, first_line)
     for m in _HEADER_BLOCK.finditer(text):
