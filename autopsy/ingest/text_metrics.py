@@ -649,7 +649,9 @@ def _trigram_codes(lt: bytes) -> np.ndarray:
     return a[:-2] * 2704 + a[1:-1] * 52 + a[2:]
 
 
+#: trigram codes of the literals asked for (the parsers' hints and gates: a fixed set), up to MAX_GATE_LITERALS
 _LIT_TRIGRAMS: dict[bytes, np.ndarray] = {}
+MAX_GATE_LITERALS = 4096
 
 
 def letters_have(letters: bytes, lt: bytes) -> bool:
@@ -666,9 +668,9 @@ def letters_have(letters: bytes, lt: bytes) -> bool:
             got = _TRIGRAM_CACHE = (letters, table)
         codes = _LIT_TRIGRAMS.get(lt)
         if codes is None:
-            codes = _LIT_TRIGRAMS[lt] = _trigram_codes(lt) if len(_LIT_TRIGRAMS) < 4096 else None
-            if codes is None:
-                return lt in letters
+            codes = _trigram_codes(lt)
+            if len(_LIT_TRIGRAMS) < MAX_GATE_LITERALS:
+                _LIT_TRIGRAMS[lt] = codes
         if not got[1][codes].all():
             return False
     return lt in letters
