@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from autopsy.ingest.text_metrics import line_spans
+from autopsy.ingest.text_metrics import NON_LETTERS, has, letters_have, line_spans
 from autopsy.model import Event
 
 #: stable event kinds (docs/ARCHITECTURE.md)
@@ -253,7 +253,7 @@ def trigger_re(present: tuple[bytes, ...]) -> re.Pattern[bytes]:
 
 
 #: bytes that are not ASCII letters: deleting them gives a chunk's "letters" (see ``letters_of``)
-_NON_LETTERS = bytes(c for c in range(256) if not (65 <= c <= 90 or 97 <= c <= 122))
+_NON_LETTERS = NON_LETTERS
 _LOWER_LETTERS = tuple((t, t.translate(None, _NON_LETTERS)) for t in LOWER_TRIGGERS)
 
 
@@ -275,7 +275,7 @@ def chunk_triggers(data: bytes, letters: bytes | None = None) -> tuple[re.Patter
     """:func:`chunk_trigger_re` and the lower-case triggers that occur in the chunk (in its regex)."""
     if letters is None:
         letters = letters_of(data)
-    present = tuple(t for t, lt in _LOWER_LETTERS if lt in letters and t in data)
+    present = tuple(t for t, lt in _LOWER_LETTERS if letters_have(letters, lt) and has(data, t))
     if not present and (not letters or letters.islower()):
         return None, present  # every upper-case-led trigger needs a capital letter, and there is none
     return trigger_re(present), present

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from autopsy.ingest.text_metrics import finditer_at, newline_offsets
+from autopsy.ingest.text_metrics import finditer_at, has, literal_positions, newline_offsets
 
 #: a rank tag at the start of a line (after optional spaces)
 #: (torchrun's role prefix ``[trainer3]:`` and ``[trainer3|3]:`` (role+local rank, then global rank) included)
@@ -34,8 +34,6 @@ _DIR_RANK = re.compile(r"(?:rank|worker)[_\-]?(\d{1,5})", re.IGNORECASE)
 #: torchrun --log-dir: <log_dir>/<run_id>/attempt_<N>/<local_rank>/stdout.log
 _ATTEMPT = re.compile(r"attempt_\d{1,5}")
 _TAG_HINTS = (b"[rank", b"[RANK", b"[Rank", b"[default", b"[trainer")
-#: any of _TAG_HINTS (one scan led by the literal "[")
-_TAG_ANY = re.compile(rb"\[(?:rank|RANK|Rank|default|trainer)")
 #: record fields / table columns that name the rank that wrote a structured record
 RANK_FIELDS = ("rank", "global_rank")
 
@@ -160,10 +158,11 @@ class RankLines:
         self.seen: set[int] = set()
 
     def scan(self, text: bytes, first_line: int) -> None:
-        if not any(h in text for h in _TAG_HINTS):
+        if not any(has(text, h) for h in _TAG_HINTS):
             return
         # tried only at the starts of lines holding a tag (the leading ^ made the regex engine try every byte)
-        starts = sorted({text.rfind(b"\n", 0, m.start()) + 1 for m in _TAG_ANY.finditer(text)})
+        # (a scan per tag the chunk holds: one regex for all, led by "[", stopped at every tqdm bar's "[")
+        starts = sorted({text.rfind(b"\n", 0, at) + 1 for at in literal_positions(text, _TAG_HINTS)})
         found = [(m.start(), int(m[1])) for m in finditer_at(_LINE_RANK, text, starts)]
         if not found:
             return

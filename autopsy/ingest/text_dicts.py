@@ -132,10 +132,11 @@ class _Rows:
         self.trl = self.swift = False
 
 
-def _values(sig: _Sig, groups: list[tuple[bytes, ...]]) -> tuple[np.ndarray, np.ndarray]:
-    """(R, K) float values of the numeric groups, and a mask of rows that all converted."""
-    n, k = len(groups), len(sig.num_idx)
-    flat = np.array(list(chain.from_iterable(groups)), dtype=object).reshape(n, -1)[:, sig.num_idx]
+def _values(sig: _Sig, n: int, groups: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """(R, K) float values of the numeric groups (``groups``: every group of the ``n`` records, record after
+    record), and a mask of rows that all converted."""
+    k = len(sig.num_idx)
+    flat = np.array(groups, dtype=object).reshape(n, -1)[:, sig.num_idx]
     try:
         return flat.astype(np.float64).reshape(n, k), np.ones(n, dtype=bool)
     except (ValueError, TypeError, OverflowError):
@@ -153,7 +154,8 @@ def _values(sig: _Sig, groups: list[tuple[bytes, ...]]) -> tuple[np.ndarray, np.
 def _classify(bodies: list[bytes], st: StepState, out: Collector) -> _Rows:
     """Assign each record to a known layout (vectorised per layout); new layouts are learned."""
     rows = _Rows()
-    matched: dict[int, tuple[_Sig, list[int], list[tuple[bytes, ...]]]] = {}
+    # per layout: its records and all their groups, one flat list (record after record)
+    matched: dict[int, tuple[_Sig, list[int], list[bytes]]] = {}
     slow: dict[int, tuple[_Sig, list[tuple[bytes, bytes]]]] = {}
     pending = list(range(len(bodies)))
     sigs = st.sigs
@@ -178,27 +180,36 @@ def _classify(bodies: list[bytes], st: StepState, out: Collector) -> _Rows:
         if len(pending) == len(bodies):
             # one scan over the joined records: a match cannot cross a line break and a record has no
             # brace inside, so each match is one whole record, and as many matches as records means
-            # every record has this layout (the usual chunk)
-            found = list(sig.exact.finditer(b"\n".join(bodies)))
-            if len(found) == len(bodies):
+            # every record has this layout (the usual chunk). ``split`` hands back the groups as one
+            # flat list, the text between matches after each record's (~2.5x finditer + groups)
+            parts = sig.exact.split(b"\n".join(bodies))
+            k = sig.exact.groups + 1
+            found = (len(parts) - 1) // k
+            gaps = parts[0::k]  # before the first match, between matches, after the last
+            del parts[0::k]
+            if found == len(bodies):
                 got[1].extend(pending)
-                got[2].extend(map(re.Match.groups, found))
+                got[2].extend(parts)
                 break
             if found:  # most records (an eval record or two among them): only the others are tried alone
-                pending = _take_found(bodies, found, sig, got)
+                # the records in front of a match: one "\n" each in the gaps before it (a gap between two
+                # matches also holds the first one's "\n")
+                at = np.cumsum(np.fromiter(map(bytes.count, gaps[:-1], repeat(b"\n")), dtype=np.int64, count=found))
+                pending = _take_found(bodies, at, parts, sig, got)
                 continue
         ms = list(map(sig.rx.fullmatch, map(bodies.__getitem__, pending)))
         got[1].extend(i for i, m in zip(pending, ms) if m is not None)
-        got[2].extend(map(re.Match.groups, filter(None, ms)))
+        got[2].extend(chain.from_iterable(map(re.Match.groups, filter(None, ms))))
         pending = [i for i, m in zip(pending, ms) if m is None]
     idx_parts, kind_parts, exp_parts, has_parts = [], [], [], []
     for key, (sig, idx, groups) in matched.items():
-        vals, ok = _values(sig, groups)
         n = len(idx)
+        vals, ok = _values(sig, n, groups)
         exp, has = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
         if sig.swift_idx is not None or sig.step_idx is not None:
-            for r, g in enumerate(groups):
-                e = _explicit(sig, g)
+            k = len(groups) // n
+            for r in range(n):
+                e = _explicit(sig, groups[r * k:(r + 1) * k])
                 if e is not None:
                     exp[r], has[r] = e, True
             rows.swift = rows.swift or sig.swift_idx is not None
@@ -230,27 +241,26 @@ def _classify(bodies: list[bytes], st: StepState, out: Collector) -> _Rows:
     return rows
 
 
-def _take_found(bodies: list[bytes], found: list[re.Match[bytes]], sig: _Sig,
-                got: tuple[_Sig, list[int], list[tuple[bytes, ...]]]) -> list[int]:
-    """Give ``sig`` the records its exact layout matched in the joined records (``found``) and those its
-    looser regex matches among the rest (what a fullmatch of every record would give: the exact layout
-    matches a subset, with the same groups); returns the records left for other layouts, in order."""
-    sizes = np.fromiter(map(len, bodies), dtype=np.int64, count=len(bodies)) + 1  # each record and its "\n"
-    offsets = np.cumsum(sizes) - sizes
-    at = np.searchsorted(offsets, np.fromiter(map(re.Match.start, found), dtype=np.int64, count=len(found)))
+def _take_found(bodies: list[bytes], at: np.ndarray, groups: list[bytes], sig: _Sig,
+                got: tuple[_Sig, list[int], list[bytes]]) -> list[int]:
+    """Give ``sig`` the records its exact layout matched in the joined records (``at``, in order, with their
+    ``groups`` one after the other) and those its looser regex matches among the rest (what a fullmatch of
+    every record would give: the exact layout matches a subset, with the same groups); returns the records
+    left for other layouts, in order."""
     hit = np.zeros(len(bodies), dtype=bool)
     hit[at] = True
     rest = np.flatnonzero(~hit).tolist()
     ms = list(map(sig.rx.fullmatch, map(bodies.__getitem__, rest)))
     if ms.count(None) == len(ms):  # the usual case: the others have layouts of their own
         got[1].extend(at.tolist())
-        got[2].extend(map(re.Match.groups, found))
+        got[2].extend(groups)
         return rest
-    rows = list(zip(at.tolist(), map(re.Match.groups, found)))
+    k = len(groups) // len(at)
+    rows = [(i, tuple(groups[r * k:(r + 1) * k])) for r, i in enumerate(at.tolist())]
     rows += [(i, m.groups()) for i, m in zip(rest, ms) if m is not None]
     rows.sort(key=itemgetter(0))
     got[1].extend(map(itemgetter(0), rows))
-    got[2].extend(map(itemgetter(1), rows))
+    got[2].extend(chain.from_iterable(map(itemgetter(1), rows)))
     return [i for i, m in zip(rest, ms) if m is None]
 
 
@@ -297,10 +307,12 @@ def _window_bars(text: bytes, lo: np.ndarray, hi: np.ndarray, total: bytes | Non
     """
     n = len(lo)
     lo_l, hi_l = lo.tolist(), hi.tolist()
-    pipes = list(map(text.rfind, repeat(b"|"), lo_l, hi_l))
     cnt = np.full(n, -1, dtype=np.int64)
     has = np.zeros(n, dtype=bool)
     tots: list[bytes | None] = [None] * n
+    if total is not None and n >= VECTOR_BARS:
+        return _window_bars_known(text, lo, hi, total, cnt, has, tots)
+    pipes = list(map(text.rfind, repeat(b"|"), lo_l, hi_l))
     if pipes.count(-1) == n:
         return cnt, has, tots
     # every step below is one C-level pass (map/compress/join), not a Python loop per record
@@ -328,6 +340,85 @@ def _window_bars(text: bytes, lo: np.ndarray, hi: np.ndarray, total: bytes | Non
         bm = full.match(text, lo_l[r], hi_l[r])
         if bm is not None and len(bm[1]) <= 18:
             cnt[r], has[r], tots[r] = int(bm[1]), True, bm[2] if total is None else total
+    return cnt, has, tots
+
+
+#: windows from which the bars in front of records are read in numpy passes (fewer: one match each)
+VECTOR_BARS = 64
+#: bytes after a window's last ``|`` read at once; a bar that runs on (long blanks) is matched alone
+BAR_SPAN = 32
+_POW10 = 10 ** np.arange(18, dtype=np.int64)
+_WS = np.zeros(256, dtype=bool)
+_WS[[9, 10, 11, 12, 13, 32]] = True  # what ``\\s`` matches in a bytes pattern
+_DIGIT = np.zeros(256, dtype=bool)
+_DIGIT[48:58] = True
+
+
+def _first(mask: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the first column at or after ``start`` where ``mask`` holds, and whether there is one."""
+    m = mask & (np.arange(mask.shape[1]) >= start[:, None])
+    at = m.argmax(axis=1)
+    return at, m[np.arange(len(at)), at]
+
+
+def _bars_at(text: bytes, pipes: np.ndarray, hi: np.ndarray, total: bytes
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_BAR_AT.match(text, pipe, hi)`` of many windows read in numpy passes over the ``BAR_SPAN`` bytes from
+    each ``|``: (decided, matched with this ``total``, counter). ``|``, blanks, 1-18 digits, ``/``, 1-18
+    digits, blanks, ``[``: every part of the pattern is a run of one class or one byte, so the runs' ends settle
+    it; a window whose runs reach past ``BAR_SPAN`` is left undecided."""
+    arr = np.frombuffer(text, dtype=np.uint8)
+    pos = pipes[:, None] + np.arange(BAR_SPAN)
+    g = arr.take(np.minimum(pos, len(arr) - 1))
+    g[pos >= hi[:, None]] = 0  # past the window: a byte no part of the pattern matches
+    rows = np.arange(len(pipes))
+    ws, digit = _WS[g], _DIGIT[g]
+    s1, ok1 = _first(~ws, np.ones(len(pipes), dtype=np.int64))
+    e1, ok2 = _first(~digit, s1)
+    s2 = np.minimum(e1 + 1, BAR_SPAN - 1)
+    e2, ok3 = _first(~digit, s2)
+    e3, ok4 = _first(~ws, e2)
+    decided = ok1 & ok2 & ok3 & ok4 & (e1 + 1 < BAR_SPAN)
+    d1, d2 = e1 - s1, e2 - s2
+    hit = (decided & (d1 >= 1) & (d1 <= 18) & (g[rows, e1] == 47) & (d2 >= 1) & (d2 <= 18) & (g[rows, e3] == 91)
+           & (d2 == len(total)))
+    for k, byte in enumerate(total):  # group 2 is the total, byte for byte
+        hit &= g[rows, np.minimum(s2 + k, BAR_SPAN - 1)] == byte
+    # the counter: its digits times their powers of ten (at most 18 digits: below 2**63)
+    place = e1[:, None] - 1 - np.arange(BAR_SPAN)
+    scale = np.where((place >= 0) & (place < d1[:, None]), _POW10[np.clip(place, 0, 17)], 0)
+    value = ((g.astype(np.int64) - 48) * scale).sum(axis=1)
+    return decided, hit, value
+
+
+def _window_bars_known(text: bytes, lo: np.ndarray, hi: np.ndarray, total: bytes, cnt: np.ndarray,
+                       has: np.ndarray, tots: list[bytes | None]) -> tuple[np.ndarray, np.ndarray, list[bytes | None]]:
+    """:func:`_window_bars` with the training total known, in numpy passes: the last ``|`` of each window from
+    the text's ``|`` offsets, its bar read by :func:`_bars_at`; windows it leaves undecided take the anchored
+    match, and those whose last ``|`` is no bar of ``total`` the full regex, as before."""
+    at = np.flatnonzero(np.frombuffer(text, dtype=np.uint8) == 124)
+    if not len(at):
+        return cnt, has, tots
+    k = np.searchsorted(at, hi, side="left") - 1  # text.rfind(b"|", lo, hi): the last "|" in front of hi ...
+    pipes = at[np.maximum(k, 0)]
+    pipe_ok = (k >= 0) & (pipes >= lo)  # ... if it is in the window
+    idx = np.flatnonzero(pipe_ok)
+    if not len(idx):
+        return cnt, has, tots
+    decided, hit, value = _bars_at(text, pipes[idx], hi[idx], total)
+    for j in np.flatnonzero(~decided).tolist():
+        r = int(idx[j])
+        m = _BAR_AT.match(text, int(pipes[r]), int(hi[r]))
+        if m is not None and m[2] == total:
+            hit[j], value[j] = True, int(m[1])
+    good = idx[hit]
+    cnt[good], has[good] = value[hit], True
+    full = _bar_last_for(total)
+    lo_l, hi_l = lo.tolist(), hi.tolist()
+    for r in idx[~hit].tolist():
+        bm = full.match(text, lo_l[r], hi_l[r])
+        if bm is not None and len(bm[1]) <= 18:
+            cnt[r], has[r], tots[r] = int(bm[1]), True, total
     return cnt, has, tots
 
 

@@ -34,10 +34,12 @@ from autopsy.ingest.text_metrics import (
     StepMarks,
     StepState,
     Used,
+    finditer_at,
     has,
     is_loss_like,
     line_end,
     line_start,
+    line_starts,
 )
 
 # -- HF log_metrics block --------------------------------------------------------------------------
@@ -323,7 +325,12 @@ def parse_multiline_dicts(text: bytes, first_line: int, st: StepState, out: Coll
     if b"{" not in text:
         return
     lines = Lines(text, first_line)
-    for m in _ML_OPEN.finditer(text):  # literal-led: "{" then the end of its line or a quote
+    # a "{" on a line already read (a chunk's 10k one-line HF dicts) is passed over by the loop below: those are
+    # left out in numpy passes, and the match is tried at the others only (a match is "{" and the blanks and line
+    # break after it, so none holds another "{": the matches are finditer's own)
+    opens = np.flatnonzero(np.frombuffer(text, dtype=np.uint8) == 123)
+    opens = opens[~used.covers_all(line_starts(text, opens), opens + 1)].tolist()
+    for m in finditer_at(_ML_OPEN, text, opens):  # "{" then the end of its line or a quote
         ls = line_start(text, m.start())
         prefix = text[ls:m.start()]
         if (prefix.strip(b" \t") and not _ML_LOG_PREFIX.fullmatch(prefix)) or used.covers(ls, m.end()):
@@ -440,7 +447,7 @@ def parse_pair_records(text: bytes, first_line: int, st: StepState, out: Collect
     structure enough to be a record even once, unlike a loss mentioned in prose. Lines that follow each other with
     no key in common are one record (a summary wrapped over two lines); a repeated key starts the next step. The
     step is the record's own ``step``/``iter`` pair, else the next after the last step seen (inferred)."""
-    starts = {line_start(text, c.start()) for lit, rx in _RECORD_CORES if lit in text for c in rx.finditer(text)}
+    starts = {line_start(text, c.start()) for lit, rx in _RECORD_CORES if has(text, lit) for c in rx.finditer(text)}
     indented = {m.start() + 1 for m in _INDENTED_PAIR.finditer(text)} if steps else set()
     if not starts and not indented:
         return

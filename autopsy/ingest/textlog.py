@@ -20,7 +20,7 @@ import pandas as pd
 
 from autopsy.discover import Found
 from autopsy.ingest.base import RunBuilder
-from autopsy.ingest.events import EventSink, TracebackTracker, chunk_triggers, classify, first_triggers, letters_of
+from autopsy.ingest.events import EventSink, TracebackTracker, chunk_triggers, classify, first_triggers
 from autopsy.ingest.ranks import RankLines, file_rank, lower_rank_sibling
 from autopsy.ingest.text_dicts import parse_dicts
 from autopsy.ingest.text_facts import FACT_SCAN_BYTES, FILLER_LINE, FactScanner, banner_frameworks
@@ -36,9 +36,11 @@ from autopsy.ingest.text_metrics import (
     Used,
     _bar_last_for,
     _literal_rx,
+    chunk_letters,
     finish_minimind,
     forget_newlines,
     has,
+    letters_have,
     line_end,
     line_spans,
     line_start,
@@ -133,13 +135,19 @@ class _TextLogReader:
         before_step, before_bar = st.last_step, st.last_bar
         steps = StepMarks()
         used = Used()
-        letters = letters_of(text)
-        if any(h in letters for h in _RANK_LETTERS):  # "[rank" in text implies "rank" in its letters
+        letters = chunk_letters(text)
+        if any(letters_have(letters, h) for h in _RANK_LETTERS):  # "[rank" in text implies "rank" in its letters
             self.ranks.scan(text, chunk.first_line)
         parse_dicts(text, chunk.first_line, st, self.out, steps, used)
+        hinted: dict[bytes, bool] = {b"": True}  # several parsers share a hint: each is looked for once a chunk
         for parse, hints in _ALL_PARSERS:
-            if any(h in letters for h in hints):
-                parse(text, chunk.first_line, st, self.out, steps, used)
+            for h in hints:
+                got = hinted.get(h)
+                if got is None:
+                    got = hinted[h] = letters_have(letters, h)
+                if got:
+                    parse(text, chunk.first_line, st, self.out, steps, used)
+                    break
         self.out.flush()
         if self.out.points - self.handed >= HAND_OVER_POINTS:
             self._drain()
