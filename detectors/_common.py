@@ -27,6 +27,11 @@ FP16_MAX = 65504.0
 TEXT_SUFFIXES = (".log", ".txt", ".out", ".err", ".jsonl", ".csv")
 
 
+#: ln 2: the DPO/IPO sigmoid loss when policy and reference agree exactly (rewards 0)
+LN2 = math.log(2.0)
+#: tolerance for "stuck at ln 2": logged losses are rounded to 4 digits in transformers 4.x
+LN2_TOL = 5e-4
+
 @dataclass(frozen=True)
 class Point:
     step: int

@@ -27,14 +27,13 @@ Remedies:
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable
 
 import numpy as np
 
 from autopsy.model import Evidence, Finding, Run
-from detectors._common import points
+from detectors._common import LN2, LN2_TOL, points
 from detectors._facts import (
     event_evidence,
     fact_evidence,
@@ -57,10 +56,6 @@ PROMPT_FILLS_RE = re.compile(
     r"prompt alone fills `?max_length|leaves an empty completion|empty (?:completion|response)s?\b.*truncat"
     r"|max_prompt_length`? *(?:>=|is (?:greater|larger) than|should be (?:smaller|less) than) *`?max_length",
     re.IGNORECASE)
-#: ln 2: the DPO/IPO sigmoid loss when policy and reference agree exactly (rewards 0)
-LN2 = math.log(2.0)
-#: tolerance for "stuck at ln 2": logged losses are rounded to 4 digits in transformers 4.x
-LN2_TOL = 5e-4
 #: a whole run, not the healthy first log: at least this many logged points must all be stuck
 MIN_STUCK_POINTS = 3
 LENGTH_NORMALISED_PREFIXES = ("logps/", "rewards/")

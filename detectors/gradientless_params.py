@@ -37,6 +37,8 @@ import numpy as np
 
 from autopsy.model import Evidence, Finding, Run
 from detectors._common import (
+    LN2,
+    LN2_TOL,
     ck_label,
     ck_step,
     config_evidence,
@@ -61,8 +63,6 @@ ZERO_GRAD_LOGS = 5
 NO_STATE_SHARE = 0.5
 #: preference logs with rewards exactly 0 needed (a healthy DPO run's first log, before any update, has them too)
 MIN_POLICY_LOGS = 3
-#: ln 2, the DPO/IPO sigmoid loss at rewards 0; logged losses are rounded to 4 digits (transformers 4.x)
-LN2, LN2_TOL = 0.6931471805599453, 5e-4
 
 NO_GRAD_FN = re.compile(r"does not require grad and does not have a grad_fn", re.IGNORECASE)
 NO_GRAD_INPUTS = re.compile(r"None of the inputs have requires_grad=True", re.IGNORECASE)
