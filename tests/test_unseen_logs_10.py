@@ -81,3 +81,23 @@ def test_a_time_cost_is_not_a_loss(tmp_path: Path):
     a = _run(tmp_path, log)
     df = a.run.scalars
     assert df[df["metric"] == "loss"]["value"].round(2).tolist() == [1.9, 1.8, 1.7, 1.6, 1.5]
+
+
+# https://github.com/connorcoley/rexgen_direct/issues/16 (TensorFlow, as pasted): a line of nothing but pairs, two of
+# them with two-word keys; the grad norm runs to inf (the reporter's modified loss line was at fault)
+REXGEN_16 = """Model size: 757K
+Acc@10: 0.0020, Acc@20: 0.0030, Param Norm: 55.96, Grad Norm: 32601341764211.89
+Acc@10: 0.0020, Acc@20: 0.0030, Param Norm: 74.00, Grad Norm: 1186378715784512768.00
+Acc@10: 0.0030, Acc@20: 0.0030, Param Norm: 83.09, Grad Norm: inf
+Acc@10: 0.0010, Acc@20: 0.0040, Param Norm: 83.23, Grad Norm: inf
+"""
+
+
+def test_two_word_keys_of_a_pairs_line_are_read(tmp_path: Path):
+    a = _run(tmp_path, REXGEN_16)
+    df = a.run.scalars
+    gn = df[df["metric"] == "grad_norm"]["value"].tolist()
+    assert gn[:2] == [32601341764211.89, 1186378715784512768.0] and gn[2:] == [float("inf")] * 2  # was: nothing read
+    assert set(df[df["metric"] == "Param Norm"]["value"].round(2)) == {55.96, 74.0, 83.09, 83.23}
+    assert a.diagnosis.verdict.status == "inconclusive"  # the log does not say why; the onset is named
+    assert any(f.code == "NUM001" and f.first_step == 3 for f in a.diagnosis.findings)

@@ -411,8 +411,10 @@ def parse_tensor_dicts(text: bytes, first_line: int, st: StepState, out: Collect
 
 # -- a line of nothing but metric pairs (a pasted summary, one print of a dict-less loop) -----------------
 
-#: ``key: number`` with a metric-like key (``completions/clipped_ratio``, ``reward_std``, ``loss``)
-_KV = re.compile(rb"([A-Za-z][\w/.@-]{0,80})(?:[ \t]*[:=][ \t]*|[ \t]+)(" + NUM + rb")(?![\w.])")
+#: ``key: number`` with a metric-like key (``completions/clipped_ratio``, ``reward_std``, ``loss``); a key of two words
+#: (``Grad Norm: 3.26e13``, ``Param Norm: 55.96``) only with an explicit ``:``/``=`` after it
+_KV = re.compile(rb"(?:([A-Za-z][\w/.@-]{0,40} [A-Za-z][\w/.@-]{0,40})[ \t]*[:=][ \t]*"
+                 rb"|([A-Za-z][\w/.@-]{0,80})(?:[ \t]*[:=][ \t]*|[ \t]+))(" + NUM + rb")(?![\w.])")
 #: what may stand between two pairs of such a line
 _KV_SEP = re.compile(rb"[ \t,;|]*(?:-[ \t]+)?[ \t,;|]*\Z")
 #: a record line holds at least this many pairs, and nothing else
@@ -433,7 +435,7 @@ def _record_pairs(line: bytes, signal: bool = True) -> list[tuple[str, float]] |
     for m in _KV.finditer(line):
         if not _KV_SEP.match(line[pos:m.start()]):
             return None
-        pairs.append((m[1].decode(), float(m[2])))
+        pairs.append(((m[1] or m[2]).decode(), float(m[3])))
         pos = m.end()
     if len(pairs) < MIN_RECORD_PAIRS or line[pos:].strip(b" \t,;|\r") or (signal and not any(
             _SIGNAL_KEY.search(k) for k, _ in pairs)):
