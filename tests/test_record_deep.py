@@ -187,7 +187,7 @@ def test_retained_gradients_leave_nothing_behind():
     kept = net(torch.randn(3, 4))
     assert len(deep._held) == 3  # only the second call's outputs
     kept.sum().backward()
-    held = [item[1] for item in deep._held]
+    held = [item.t for item in deep._held]
     got = deep.entry()
     assert len(got["bwd_calls"][0]) == 3 and not deep._held
     assert all(t.grad is None for t in held) and out.grad is None

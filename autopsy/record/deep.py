@@ -147,12 +147,10 @@ class DeepHooks:
         self._pend: list[tuple[int, Any, int | None]] = []  # (reduction, tensor, version) not reduced yet
         self._pend_numel = 0
         self._last: Any = None  # (tensor, version, reduction, module indices its gradient reports)
-        #: outputs whose gradient autograd retains: [sequence number of their node, tensor, module indices,
-        #: version when held, node, elements], and the same by the tensor's id
-        self._held: list[list[Any]] = []
-        self._held_at: dict[int, list[Any]] = {}
+        #: outputs whose gradient autograd retains, and the same by the tensor's id
+        self._held: list[_Held] = []
+        self._held_at: dict[int, _Held] = {}
         self._held_numel = 0
-        self._hook_node: Any = None
         self.handles = [m.register_forward_hook(self._hook(idx)) for idx, (_, m) in enumerate(mods)]
         # the model called again (the next micro-batch, or an evaluation): the last backward is over
         self.handles.append(model.register_forward_pre_hook(lambda module, args: self._drain()))
@@ -215,7 +213,7 @@ class DeepHooks:
 
         Tensor = torch.Tensor
         grad_enabled = torch.is_grad_enabled
-        fwd, fk, red = self._fwd, self._fk, self._red
+        fwd, fk = self._fwd, self._fk
 
         def hook(module: Any, args: Any, out: Any) -> None:
             if self.paused:
@@ -238,19 +236,13 @@ class DeepHooks:
             n = t.numel()
             if not n:
                 return
-            k = len(red)
-            red.append(None)
             # inference tensors (e.g. Lightning's validation) keep no version counter: never reused
             version = None if t.is_inference() else t._version
-            pend = self._pend
-            pend.append((k, t, version))
+            k = queue(t, n, version)
             fwd.append(idx)
             fk.append(k)
             idxs = [idx]
             self._last = (t, version, k, idxs)
-            self._pend_numel += n
-            if len(pend) >= PENDING_TENSORS or self._pend_numel >= PENDING_ELEMENTS:
-                self.flush()
             if t.requires_grad and grad_enabled():
                 node = t.grad_fn
                 if node is None:  # a leaf: a tensor hook (its gradient comes after its users': last)
@@ -259,36 +251,49 @@ class DeepHooks:
                 held_at = self._held_at
                 if held_at:
                     seen = held_at.get(id(t))
-                    if seen is not None and seen[1] is t and seen[3] != version:
+                    if seen is not None and seen.t is t and seen.version != version:
                         # an output held earlier, changed in place since (an in-place activation, ``x +=``):
                         # its retained gradient would be the new version's; hook its own node instead
                         self._unhold(seen)
                 seq = node._sequence_nr()
                 if t.is_cpu and self._held_numel + n <= RETAIN_ELEMENTS:
                     t.retain_grad()  # read after backward (_drain)
-                    item = [seq, t, idxs, version, node, n]
+                    item = _Held(seq, t, idxs, version, node, t.output_nr, n)
                     self._held.append(item)
                     held_at[id(t)] = item
                     self._held_numel += n
                 else:
-                    hook_node(node, t.output_nr, idxs, seq)
+                    self._prehook(node, t.output_nr, idxs, seq)
 
-        def hook_node(node: Any, nr: int, idxs: list[int], seq: int) -> None:
-            def pre(gouts: Any) -> None:
-                grad(gouts[nr], idxs, seq)
-            node.register_prehook(pre)
-
-        grad = self._grad
-        self._hook_node = hook_node
+        grad, queue = self._grad, self._queue
         return hook
 
-    def _unhold(self, item: list[Any]) -> None:
+    def _queue(self, t: Any, n: int, version: int | None) -> int:
+        """A new reduction for ``t`` (``n`` elements), pending until the next flush (at once when the pending
+        tensors reach their bound); its index into ``_red``."""
+        red, pend = self._red, self._pend
+        k = len(red)
+        red.append(None)
+        pend.append((k, t, version))
+        self._pend_numel += n
+        if len(pend) >= PENDING_TENSORS or self._pend_numel >= PENDING_ELEMENTS:
+            self.flush()
+        return k
+
+    def _prehook(self, node: Any, nr: int, idxs: list[int], seq: int) -> None:
+        """A pre-hook on the autograd node that made an output: its gradient is queued as it arrives."""
+        grad = self._grad
+
+        def pre(gouts: Any) -> None:
+            grad(gouts[nr], idxs, seq)
+        node.register_prehook(pre)
+
+    def _unhold(self, item: _Held) -> None:
         """Stop retaining one held output's gradient: a pre-hook on the node that made it reads it instead."""
-        del self._held_at[id(item[1])]
-        held = self._held
-        del held[next(k for k, it in enumerate(held) if it is item)]  # by identity: items hold tensors
-        self._held_numel -= item[5]
-        self._hook_node(item[4], item[1].output_nr if item[1].grad_fn is item[4] else 0, item[2], item[0])
+        del self._held_at[id(item.t)]
+        self._held.remove(item)  # _Held compares by identity
+        self._held_numel -= item.n
+        self._prehook(item.node, item.nr, item.idxs, item.seq)
 
     def _drain(self) -> None:
         """Read the retained output gradients (backward is over), in the order autograd made them, then
@@ -298,16 +303,16 @@ class DeepHooks:
         if held:
             self._held, self._held_numel = [], 0
             self._held_at.clear()
-            grads = [item[1].grad for item in held]  # all read before any is cleared: an output may be held twice
+            grads = [item.t.grad for item in held]  # all read before any is cleared: an output may be held twice
             for item in held:
-                item[1].grad = None
+                item.t.grad = None
             if not self.paused:
                 grad = self._grad
                 # in the order autograd made them, so a gradient handed on unchanged (a residual sum's) is
                 # seen twice in a row and reduced once
                 for item, g in sorted(zip(held, grads), key=_seq_of, reverse=True):
                     if g is not None:
-                        grad(g, item[2], item[0])
+                        grad(g, item.idxs, item.seq)
         # this backward's gradients in the order autograd made them: the engine runs the ready node
         # created last first (descending sequence number); the pre-hooked ones arrived in that order,
         # the retained ones are read now
@@ -326,7 +331,7 @@ class DeepHooks:
         one queued is reduced once)."""
         if g is None or self.paused:
             return
-        red, bwd, bk, bseq = self._red, self._bwd, self._bk, self._bseq
+        bwd, bk, bseq = self._bwd, self._bk, self._bseq
         pend = self._pend
         if pend and pend[-1][1] is g:
             # the same gradient tensor as the last one (a sum passes its gradient on unchanged to
@@ -338,16 +343,11 @@ class DeepHooks:
             n = g.numel()
             if not n:
                 return
-            k = len(red)
-            red.append(None)
-            pend.append((k, g, None))  # autograd does not change a gradient it handed out
-            self._pend_numel += n
+            k = self._queue(g, n, None)  # autograd does not change a gradient it handed out
         for i in idxs:
             bwd.append(i)
             bk.append(k)
             bseq.append(seq)
-        if len(pend) >= PENDING_TENSORS or self._pend_numel >= PENDING_ELEMENTS:
-            self.flush()
 
     def entry(self) -> dict[str, Any] | None:
         """The step's deep fields, read with one ``tolist()`` per buffer: the first non-finite module
@@ -403,7 +403,7 @@ class DeepHooks:
         self._stale.clear()
         self._pend, self._pend_numel = [], 0
         for item in self._held:  # a step that ended without reading them: no gradient left behind
-            item[1].grad = None
+            item.t.grad = None
         self._held, self._held_numel = [], 0
         self._held_at.clear()
         for s in self._slots.values():
@@ -411,8 +411,19 @@ class DeepHooks:
         self._last = None
 
 
-def _seq_of(pair: tuple[list[Any], Any]) -> int:
-    return pair[0][0]
+class _Held:
+    """An output whose gradient autograd retains: the sequence number of the node that made it, the tensor, the
+    modules it reports, its version when held, that node and the tensor's output number on it, its elements.
+    Compared by identity (the default ``__eq__``): it holds tensors."""
+
+    __slots__ = ("seq", "t", "idxs", "version", "node", "nr", "n")
+
+    def __init__(self, seq: int, t: Any, idxs: list[int], version: int | None, node: Any, nr: int, n: int) -> None:
+        self.seq, self.t, self.idxs, self.version, self.node, self.nr, self.n = seq, t, idxs, version, node, nr, n
+
+
+def _seq_of(pair: tuple[_Held, Any]) -> int:
+    return pair[0].seq
 
 
 def _known(order: list[int], keys: list[int], vals: list[float | None]) -> tuple[list[int], list[float]]:
