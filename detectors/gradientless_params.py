@@ -110,8 +110,8 @@ def detect(run: Run) -> Iterable[Finding]:
     curve = _zero_grad(run)
     if curve is None and not direct and not weak:
         still = _policy_equals_reference(run)
-        if still:
-            yield _policy_finding(run, still)
+        if still is not None:
+            yield still
             return
     if ckpt_warnings and not direct and not weak and curve is None:
         yield from _checkpoint_warning_only(run, ckpt_warnings)
@@ -277,7 +277,7 @@ def _checkpoint_evidence(run: Run) -> list[Evidence]:
     return out
 
 
-def _policy_equals_reference(run: Run) -> list[Evidence] | None:
+def _policy_equals_reference(run: Run) -> Finding | None:
     """rewards/chosen and rewards/rejected exactly 0 at every log (>= MIN_POLICY_LOGS), the loss at ln 2 and a
     log-prob that is not 0 (all-zero log-probs are empty completions: LEN001's case)."""
     loss = points(run, "loss")
@@ -299,13 +299,10 @@ def _policy_equals_reference(run: Run) -> list[Evidence] | None:
     ev.append(p.evidence(f"{name} = {fmt(p.value)} at step {p.step}: the log-probs are not 0, so the completions are "
                          "not empty; the policy's equal the reference model's exactly"))
     beta = fact_number(run, "beta")
-    if beta is not None and beta[0] == 0:
+    beta0 = beta is not None and beta[0] == 0
+    if beta0:
+        assert beta is not None
         ev.append(fact_evidence(beta[1], "beta = 0: the rewards are beta x the log-ratio, 0 whatever the policy does"))
-    return ev
-
-
-def _policy_finding(run: Run, ev: list[Evidence]) -> Finding:
-    beta0 = any("beta = 0" in e.detail for e in ev)
     remedies = ([] if not beta0 else ["Set beta > 0 (TRL's default is 0.1)."]) + [
         "Check that the policy trains: model.print_trainable_parameters() shows trainable (LoRA) weights, the "
         "optimizer holds them and the learning rate is above 0.",
@@ -321,7 +318,7 @@ def _policy_finding(run: Run, ev: list[Evidence]) -> Finding:
                  "step. Either the policy's weights do not train (no trainable parameters, no gradient, learning rate 0) "
                  "or the reference is the policy itself (a shared or deep-copied module)"
                  + ("; here beta = 0 alone explains it" if beta0 else "") + "."),
-        first_step=int(points(run, "rewards/chosen").steps[0]), evidence=ev, basis="inferred", symptom="frozen_weights",
+        first_step=first.step, evidence=ev, basis="inferred", symptom="frozen_weights",
         remedies=remedies)
 
 
