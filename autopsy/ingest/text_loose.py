@@ -85,7 +85,8 @@ _LOSS_PAIR = re.compile(
 #: the literal core of a loss pair: ``oss`` (``ost`` of ``cost``) then a separator and a value's first character (one
 #: regex per case: an alternation at the start would make the engine try every byte)
 _LOSS_CORES = tuple(re.compile(w + rb"[ \t]*(?:[:=]|[ \t][-+.\dnNiI])") for w in (b"oss", b"OSS"))  # literal-led: fast
-_COST_CORES = tuple(re.compile(w + rb"[ \t]*[:=]") for w in (b"cost", b"Cost", b"COST"))
+_COST_WORDS = (b"cost", b"Cost", b"COST")
+_COST_CORES = tuple((w, re.compile(w + rb"[ \t]*[:=]")) for w in _COST_WORDS)
 #: a counter on a line the step parsers left alone (``Epoch 0/1 | Batch 100/15582 | Train Loss nan``): the step
 _COUNTER = re.compile(rb"\b([Ss]tep|STEP|[Ii]ter|ITER|[Ii]teration|global_step|[Bb]atch|BATCH)\b\s*[:=#]?\s*\[?\s*(\d+)"
                       rb"(?:\s*/\s*(\d+))?")
@@ -155,7 +156,7 @@ def _loose_key(raw: str) -> str:
 
 def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector,
                      steps: StepMarks, used: Used) -> None:
-    cost = [rx for rx, lit in zip(_COST_CORES, (b"cost", b"Cost", b"COST")) if has(text, lit)]
+    cost = [rx for lit, rx in _COST_CORES if has(text, lit)]
     if not has(text, b"oss") and not has(text, b"OSS") and not cost:
         return
     groups: dict[bytes, list[tuple[int, int, list[tuple[str, float]], int | None]]] = defaultdict(list)
@@ -621,6 +622,6 @@ LOOSE_PARSERS = (
     (parse_progress_meter, (b"Epoch",)),
     (parse_scheduler_verbose, (b"Adjustinglearningrate",)),
     (parse_pair_records, _RECORD_LITERALS),
-    (parse_loose_loss, (b"oss", b"OSS", b"ost", b"OST")),
+    (parse_loose_loss, (b"oss", b"OSS", *_COST_WORDS)),
     (parse_detail_blocks, (b"",)),
 )
