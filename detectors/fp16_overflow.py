@@ -155,7 +155,8 @@ def _scales(run: Run, floor: float) -> list[tuple[float, Evidence, int | None]]:
             new = att  # hysteresis line: the scale was kept this time
         if new is not None:
             lg = num(ev.data.get("lg_new"))
-            what = (f"non-finite gradients: log2 of the loss scale lowered to {fmt(lg)} (scale 2^{fmt(lg)} = {fmt(new)})"
+            # the log2 scale as printed: it falls by 1 a step, which 3 significant digits would hide
+            what = (f"non-finite gradients: log2 of the loss scale lowered to {lg:.10g} (scale 2^{lg:.10g} = {fmt(new)})"
                     if lg is not None else f"loss-scale overflow: attempted {fmt(att)}, reduced to {fmt(new)}")
             out.append((new, event_evidence(ev, what + (f" (x{ev.count})" if ev.count > 1 else "")), ev.step))
     ls = points(run, "loss_scale").finite_only()
