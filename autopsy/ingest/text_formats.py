@@ -1889,6 +1889,68 @@ def parse_smp(text: bytes, first_line: int, st: StepState, out: Collector,
         st.smp_epoch = epochs[-1][1]  # type: ignore[attr-defined]
 
 
+# -- tensorpack ----------------------------------------------------------------------------------------------
+
+#: tensorpack's ``ScalarPrinter`` (callbacks/monitor.py): ``logger.info('{}: {:.5g}'.format(k, v))`` for every scalar,
+#: sorted by name, after ``Epoch {} (global_step {}) finished, time:...`` (train/base.py); the logger's prefix is
+#: ``[%m%d %H:%M:%S @file.py:line]`` (green on a terminal)
+_TP_PREFIX = rb"(?:\x1b\[[\d;]*m)?\[\d{4} \d\d:\d\d:\d\d @"
+_TP_STAT = re.compile(rb"(?m)^" + _TP_PREFIX + rb"monitor\.py:\d+\](?:\x1b\[[\d;]*m)? ([^\r\n]{1,160}?): (" + NUM
+                      + rb")[ \t]*\r?$")
+_TP_EPOCH = re.compile(rb"(?m)^" + _TP_PREFIX + rb"[\w.]+:\d+\](?:\x1b\[[\d;]*m)? Epoch (\d+) \(global_step (\d+)\) "
+                       rb"finished")
+#: tensorpack's summed objective (examples: ``total_cost``; single-loss models: ``cost``)
+_TP_LOSS = ("total_cost", "cost", "total_loss", "loss")
+
+
+def parse_tensorpack(text: bytes, first_line: int, st: StepState, out: Collector,
+                     steps: StepMarks, used: Used) -> None:
+    """ScalarPrinter's stat lines at the global step of the epoch that ended before them (numbered on from the last
+    step when the paste starts with the stats); ``total_cost`` (else ``cost``) is the loss."""
+    if not has(text, b"@monitor.py:"):
+        return
+    lines = Lines(text, first_line)
+    ends = [(m.start(), int(m[2])) for m in _TP_EPOCH.finditer(text)]
+    block: list[tuple[str, float, int]] = []
+    block_step: int | None = None
+
+    def flush() -> None:
+        if not block:
+            return
+        names = {k for k, _, _ in block}
+        loss = next((k for k in _TP_LOSS if k in names), None)
+        step = block_step
+        if step is None:
+            step = (st.last_step or 0) + 1
+            st.inferred = True
+        for k, v, at in block:
+            out.add(step, k, v, lines.at(at))
+            if k == loss:
+                out.metric_override[k] = "loss"
+            elif k == "learning_rate":
+                out.metric_override[k] = "learning_rate"
+            used.add(at)
+        _mark(st, steps, used, block[0][2], step, "tensorpack")
+        block.clear()
+
+    prev_end = -1
+    e = 0
+    for m in _TP_STAT.finditer(text):
+        while e < len(ends) and ends[e][0] < m.start():
+            e += 1
+        at_step = ends[e - 1][1] if e else None
+        # a new block: another epoch ended since the last stat line, or a gap of other lines (not sorted on)
+        if block and (at_step != block_step or text.count(b"\n", prev_end, m.start()) > 1):
+            flush()
+        if not block:
+            block_step = at_step
+        value = _num(m[2])
+        if value is not None:
+            block.append((m[1].decode("utf-8", "replace").strip(), value, m.start()))
+        prev_end = m.end()
+    flush()
+
+
 #: (parser, letters a chunk needs first) in the order they run, before the generic parser
 FORMAT_PARSERS = (
     (parse_json_lines, (b"",)),
@@ -1911,6 +1973,7 @@ FORMAT_PARSERS = (
     (parse_monai, (b"trainloss",)),
     (parse_fasttext, (b"avgloss",)),
     (parse_smp, (b"trainits", b"validits")),
+    (parse_tensorpack, (b"monitorpy",)),
     (parse_mxnet, (b"samplessec", b"EpochValidation", b"EpochTrain")),
     (parse_espnet, (b"epochtrain", b"epochvalid", b"epochresults")),
     (parse_wenet, (b"TRAINBatch", b"CVBatch")),
