@@ -44,6 +44,7 @@ SYMPTOMS: dict[str, str] = {
     "rank_disagreement": "ranks of one run report different values or states",
     "degenerate_output": "generations collapse to one token (e.g. '!!!!')",
     "truncated_completions": "nearly every sampled completion hit the length cap (no EOS)",
+    "trivial_task": "the training accuracy is perfect on every batch from the first logs and the loss ~0",
     "stopped_early": "training stopped before its planned steps without an error (the input ran out)",
     "crash": "the run died with an exception",
     "oom": "out of memory",
@@ -83,6 +84,7 @@ EXPLAINS: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     "kl_estimator_overflow": _NONFINITE | _AFTER_NAN,
     "ctc_output_longer_than_input": _NONFINITE | _AFTER_NAN | {"loss_divergence", "loss_spike"},
     "lr_schedule_stalled": {"lr_near_zero", "loss_flat", "frozen_weights"},
+    "degenerate_labels": {"trivial_task", "zero_loss"},
     "completions_truncated": {"truncated_completions", "loss_flat", "zero_grad_norm"},
     "data_exhausted": {"stopped_early"},
     "crash": {"crash"},
@@ -96,7 +98,8 @@ PRIOR: dict[str, float] = {
     "nan_in_data": 0.05, "bf16_unsupported_hardware": 0.03, "padding_free_without_flash_attn": 0.02,
     "lora_task_type_mismatch": 0.02, "sequence_parallel_labels": 0.02, "vocab_mismatch": 0.02,
     "zero3_empty_tensors": 0.02, "kl_estimator_overflow": 0.02, "lr_schedule_stalled": 0.02,
-    "completions_truncated": 0.02, "data_exhausted": 0.02, "fp16_unsupported_hardware": 0.02, "ctc_output_longer_than_input": 0.02, "crash": 0.01,
+    "completions_truncated": 0.02, "data_exhausted": 0.02, "fp16_unsupported_hardware": 0.02, "ctc_output_longer_than_input": 0.02,
+    "degenerate_labels": 0.02, "crash": 0.01,
 }
 
 #: symptoms that make a run failed by themselves (even with no cause named): the damage is done

@@ -69,6 +69,7 @@ TELLS: dict[str, str] = {
     "lr_schedule_stalled": "print the LR of the first steps: a schedule that never leaves ~0 trains nothing",
     "kl_estimator_overflow": "clamp the log-ratio before exp() in the KL term: a NaN that disappears was the estimator",
     "zero3_empty_tensors": "load the saved state dict and print shapes: [0] means partitions were saved ungathered",
+    "degenerate_labels": "count the training labels per class after loading: one class (or all-background masks) is a task with nothing to learn",
     "ctc_output_longer_than_input": "compare each failing sample's label length with its input frames after subsampling: "
                                     "labels that outnumber the frames have no CTC alignment",
 }

@@ -10,7 +10,9 @@ from detectors import (  # config/event detectors
     checkpoint_damage,
     completions_truncated,
     crash,
+    degenerate_labels,
     empty_response,
+    error_rate_pinned,
     fp16_hardware,
     fp16_overflow,
     framework_bug,
@@ -47,6 +49,7 @@ ALL: list[ModuleType] = [
     empty_response,
     completions_truncated,
     all_labels_masked,
+    degenerate_labels,
     sequence_parallel,
     padding_free,
     lora_task_type,
@@ -54,6 +57,7 @@ ALL: list[ModuleType] = [
     fp16_hardware,
     vocab_mismatch,
     loss_flat,
+    error_rate_pinned,
 ]
 
 
