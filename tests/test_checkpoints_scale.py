@@ -189,3 +189,56 @@ def test_run_digests_tensors_only_when_checkpoints_can_be_compared(tmp_path):
     one = _run_of(tmp_path / "checkpoint-10")
     assert [t.digest for t in one.checkpoints[0].tensors()] == [None, None]
     assert one.checkpoint_analysis["unchanged"]["pairs"] == []
+
+
+def _interleaved() -> dict[str, torch.Tensor]:
+    """MoE-style interleaving (name order = file order): BF16 experts with F32 scales, F16 and I64 neighbours, every
+    length a multiple of 2 so the window is read in place as BF16; NaN, +-Inf, zeros and -0 in the main dtype and in
+    the foreign ones (which must not leak into the BF16 stats through the shared passes)."""
+    g = torch.Generator().manual_seed(5)
+    d: dict[str, torch.Tensor] = {}
+    for e in range(24):
+        d[f"experts.{e:02d}.a.weight"] = torch.randn(40, 64, generator=g).to(torch.bfloat16)
+        d[f"experts.{e:02d}.b.scales"] = torch.rand(4, generator=g) + 0.5
+        d[f"experts.{e:02d}.c.weight"] = torch.randn(64, 40, generator=g).to(torch.bfloat16)
+        if e % 5 == 0:
+            d[f"experts.{e:02d}.d.half"] = torch.randn(6, generator=g).half()
+            d[f"experts.{e:02d}.e.index"] = torch.randint(0, 5, (3,), generator=g)
+    d["experts.03.a.weight"][0, 0] = NAN
+    d["experts.04.c.weight"][1, 2] = INF
+    d["experts.04.c.weight"][2, 1] = -INF
+    d["experts.06.a.weight"][:] = 0.0
+    d["experts.07.a.weight"][:] = -0.0
+    d["experts.09.b.scales"][1] = NAN  # foreign NaN: only its own tensor
+    d["experts.10.b.scales"][:] = INF
+    d["experts.11.b.scales"][:] = 0.0  # foreign zeros beside BF16 tensors without any
+    d["experts.15.d.half"][2] = -INF
+    d["experts.20.e.index"][:] = 0
+    return d
+
+
+@pytest.mark.parametrize("digest", [True, False])
+def test_interleaved_dtypes_read_in_place_equal_the_one_tensor_path(tmp_path, monkeypatch, digest):
+    import autopsy.checkpoints.smallbatch as sb
+
+    p = tmp_path / "moe.safetensors"
+    save_file(_interleaved(), str(p))
+    calls = []
+    real = sb.stat_batch
+    monkeypatch.setattr(sb, "stat_batch", lambda *a, **k: calls.append(k.get("keep") is not None) or real(*a, **k))
+    batched = scan_file(p, digest=digest)
+    assert any(calls) and len(calls) <= 8  # one window of 110 tensors read in place, a gathered pass per other dtype
+    monkeypatch.setattr(stf, "SMALL_TENSOR_BYTES", 0)
+    single = scan_file(p, digest=digest)
+    assert batched.problems == single.problems == []
+    assert [t.name for t in batched.tensors] == [t.name for t in single.tensors]  # file order kept
+    for t, s in zip(batched.tensors, single.tensors):
+        assert (t.dtype, t.shape, t.numel, t.nan, t.posinf, t.neginf, t.zeros, t.digest) == \
+               (s.dtype, s.shape, s.numel, s.nan, s.posinf, s.neginf, s.zeros, s.digest), t.name
+        assert t.max_abs == s.max_abs or (t.max_abs is None and s.max_abs is None), t.name
+    by = {t.name: t for t in batched.tensors}
+    assert by["experts.03.a.weight"].nan == 1 and by["experts.02.a.weight"].nan == 0
+    assert (by["experts.04.c.weight"].posinf, by["experts.04.c.weight"].neginf) == (1, 1)
+    assert by["experts.06.a.weight"].all_zero and by["experts.07.a.weight"].all_zero
+    assert by["experts.09.b.scales"].nan == 1 and by["experts.10.b.scales"].max_abs is None
+    assert by["experts.11.b.scales"].all_zero and by["experts.12.a.weight"].zeros == 0

@@ -300,6 +300,7 @@ class RemoteReader:
         # fetched, in order, covering [base, ...): (offset, bytes, the pooled buffer holding them or None)
         self._blocks: deque[tuple[int, Any, bytearray | None]] = deque()
         self._scratch: dict[type, np.ndarray] = {}
+        self._join: np.ndarray | None = None  # bytes_at's buffer for ranges across blocks
         # buffers of blocks already scanned, for the next requests: a fresh 4 MiB buffer per block is a fresh
         # memory map (the allocator maps blocks >= 1 MiB, autopsy/_memory.py) whose page faults doubled the
         # system time of a remote scan; only sources that read ``into`` a buffer (HttpSource) use them
@@ -379,7 +380,15 @@ class RemoteReader:
                 pos = b
         if len(out) == 1:
             return np.frombuffer(out[0], dtype=np.uint8)
-        return np.frombuffer(b"".join(out), dtype=np.uint8)
+        # a range across blocks is copied into one buffer kept for the next such range (valid until the next call:
+        # both callers are done with it by then): a fresh join of a 2 MB window is a fresh memory map each time
+        if self._join is None or self._join.size < length:
+            self._join = np.empty(max(length, BLOCK_BYTES), dtype=np.uint8)
+        at = 0
+        for part in out:
+            self._join[at:at + len(part)] = np.frombuffer(part, dtype=np.uint8)
+            at += len(part)
+        return self._join[:length]
 
     def stat_range(self, name: str, dtype: str, shape: list[int], numel: int, offset: int, length: int) -> tuple[Any, int]:
         """Fed in CHUNK_BYTES pieces from the tensor's start, exactly as a local read (same digest)."""

@@ -24,7 +24,7 @@ from autopsy.checkpoints.smallbatch import (
     BATCH_TENSORS,
     BATCHABLE,
     SMALL_TENSOR_BYTES,
-    stat_batch,
+    stat_window,
 )
 from autopsy.checkpoints.stats import DTYPE_BITS, UNCHECKED_DTYPES
 
@@ -193,27 +193,28 @@ def scan_safetensors(path: Path, scan: FileScan | None = None, digest: bool = Tr
 def scan_entries(scan: FileScan, reader: Any, entries: list[tuple[str, str, list[int], int, int]], data_start: int,
                  digest: bool) -> None:
     """Stats of every entry inside the file, in file order; ``reader``: :class:`Reader` or a remote one
-    (``stat_range`` and ``bytes_at``). Runs of small same-dtype tensors go through :mod:`.smallbatch`;
+    (``stat_range`` and ``bytes_at``). Runs of small contiguous tensors go through :mod:`.smallbatch`;
     the header's entry tuples are handed on as they are (no per-tensor copies)."""
     batch: list[tuple[str, str, list[int], int, int]] = []
     limit = scan.bytes - data_start
-    b_dtype, b_end, b_lo = None, -1, 0
+    b_end, b_lo = -1, 0
     batch_bytes = BATCH_BYTES if digest else BATCH_BYTES_NO_DIGEST
     for e in entries:
         name, dtype, shape, begin, end = e
         if end > limit:
             continue  # reported as truncated above
         if 0 < end - begin <= SMALL_TENSOR_BYTES and dtype in BATCHABLE:
-            if dtype != b_dtype or begin != b_end or end - b_lo > batch_bytes or len(batch) >= BATCH_TENSORS:
+            # contiguous tensors of mixed dtypes share a batch (each dtype gets its own passes: stat_window)
+            if begin != b_end or end - b_lo > batch_bytes or len(batch) >= BATCH_TENSORS:
                 if batch:
                     _flush(scan, reader, batch, data_start, digest)
-                b_dtype, b_lo = dtype, begin
+                b_lo = begin
             batch.append(e)
             b_end = end
             continue
         if batch:
             _flush(scan, reader, batch, data_start, digest)
-            b_dtype, b_end = None, -1
+            b_end = -1
         stat, read = reader.stat_range(name, dtype, shape, prod(shape), data_start + begin, end - begin)
         if read < end - begin:
             scan.problem(f"tensor {name!r}: short read ({read} of {end - begin} bytes)")
@@ -224,7 +225,7 @@ def scan_entries(scan: FileScan, reader: Any, entries: list[tuple[str, str, list
 
 def _flush(scan: FileScan, reader: Any, batch: list[tuple[str, str, list[int], int, int]], data_start: int,
            digest: bool) -> None:
-    """Scan a run of contiguous small same-dtype tensors in one go (see :mod:`.smallbatch`); empties ``batch``."""
+    """Scan a run of contiguous small tensors in one go (see :mod:`.smallbatch`); empties ``batch``."""
     if not batch:
         return
     lo, hi = batch[0][3], batch[-1][4]
@@ -233,7 +234,7 @@ def _flush(scan: FileScan, reader: Any, batch: list[tuple[str, str, list[int], i
         for name, _, _, begin, end in batch:
             scan.problem(f"tensor {name!r}: short read (0 of {end - begin} bytes)")
     else:
-        scan.tensors.extend(stat_batch(raw, batch, digest, lo))
+        scan.tensors.extend(stat_window(raw, batch, digest, lo, getattr(reader, "_scratch", None)))
     batch.clear()
 
 
