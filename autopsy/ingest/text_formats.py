@@ -1889,6 +1889,75 @@ def parse_smp(text: bytes, first_line: int, st: StepState, out: Collector,
         st.smp_epoch = epochs[-1][1]  # type: ignore[attr-defined]
 
 
+# -- nnU-Net v2 ----------------------------------------------------------------------------------------------
+
+#: nnU-Net v2 (nnunetv2/training/nnUNetTrainer/nnUNetTrainer.py): ``print_to_log_file`` prefixes the datetime and a
+#: colon; ``on_epoch_start`` prints ``Epoch {current_epoch}`` and ``Current learning rate: {lr:.5f}``, ``on_epoch_end``
+#: ``train_loss {x}``, ``val_loss {x}``, ``Pseudo dice [...]`` (per class; NaN for a class absent from the
+#: validation batches, by design) and ``Epoch time: {s} s``. Its loss is Dice + CE, negative once Dice dominates
+_NNU_PREFIX = rb"(?m)^(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?: )?"
+_NNU_EPOCH = re.compile(_NNU_PREFIX + rb"Epoch (\d+)[ \t]*\r?$")
+_NNU_VALUE = re.compile(_NNU_PREFIX + rb"(train_loss|val_loss|Current learning rate:) (" + NUM + rb")[ \t]*\r?$")
+_NNU_CANON = {b"train_loss": ("train_loss", "loss"), b"val_loss": ("val_loss", "eval_loss"),
+              b"Current learning rate:": ("lr", "learning_rate")}
+
+
+def parse_nnunet(text: bytes, first_line: int, st: StepState, out: Collector,
+                 steps: StepMarks, used: Used) -> None:
+    """Each value at the epoch printed before it (the epoch is the step)."""
+    if not has(text, b"train_loss ") or not (has(text, b"Epoch ") or has(text, b"val_loss ")):
+        return
+    lines = Lines(text, first_line)
+    epochs = [(m.start(), int(m[1])) for m in _NNU_EPOCH.finditer(text)]
+    last = getattr(st, "nnunet_epoch", None)
+    for m in _NNU_VALUE.finditer(text):
+        epoch = _epoch_at(epochs, m.start(), last)
+        if epoch is None:
+            continue
+        name, canon = _NNU_CANON[m[1]]
+        value = _num(m[2])
+        if value is None:
+            continue
+        out.add(epoch, name, value, lines.at(m.start()))
+        out.metric_override[name] = canon
+        _mark(st, steps, used, m.start(), epoch, "nnunet")
+    if epochs:
+        st.nnunet_epoch = epochs[-1][1]  # type: ignore[attr-defined]
+
+
+# -- evaluation records of TF Estimator and OpenNMT-tf ----------------------------------------------------------
+
+#: TF Estimator (estimator.py ``_write_dict_to_summary``): ``Saving dict for global step %d: %s`` with
+#: ``', '.join('%s = %s' % (k, v) for k, v in sorted(dictionary.items()))``; OpenNMT-tf (evaluation.py):
+#: ``Evaluation result for step %d: %s`` with ``" ; ".join("%s = %f" % (k, v))``. Both are held-out results: their
+#: ``loss`` is the evaluation loss, not a training log at that step
+_EVAL_RECORD = re.compile(rb"(?:Saving dict for global step|Evaluation result for step) (\d+): ([^\r\n]{1,2000})")
+_EVAL_PAIR = re.compile(rb"(?:^|, | ; )([A-Za-z_][\w/.-]{0,80}) = (" + NUM + rb")(?=,| ;|\s*$)")
+
+
+def parse_eval_records(text: bytes, first_line: int, st: StepState, out: Collector,
+                       steps: StepMarks, used: Used) -> None:
+    """Each key as ``eval_<key>`` at the record's step; ``loss`` is ``eval_loss``, ``global_step`` is the step."""
+    if not (has(text, b"Saving dict for global step ") or has(text, b"Evaluation result for step ")):
+        return
+    lines = Lines(text, first_line)
+    for m in _EVAL_RECORD.finditer(text):
+        pairs = [(k.decode(), v) for k, v in _EVAL_PAIR.findall(m[2].rstrip())]
+        if not pairs:
+            continue
+        step = int(m[1])
+        line = lines.at(m.start())
+        for k, raw in pairs:
+            value = _num(raw)
+            if k == "global_step" or value is None:
+                continue
+            name = "eval_" + k
+            out.add(step, name, value, line)
+            if k == "loss":
+                out.metric_override[name] = "eval_loss"
+        used.add(line_start(text, m.start()))
+
+
 # -- tensorpack ----------------------------------------------------------------------------------------------
 
 #: tensorpack's ``ScalarPrinter`` (callbacks/monitor.py): ``logger.info('{}: {:.5g}'.format(k, v))`` for every scalar,
@@ -1974,6 +2043,8 @@ FORMAT_PARSERS = (
     (parse_fasttext, (b"avgloss",)),
     (parse_smp, (b"trainits", b"validits")),
     (parse_tensorpack, (b"monitorpy",)),
+    (parse_nnunet, (b"trainloss",)),
+    (parse_eval_records, (b"Savingdictforglobalstep", b"Evaluationresultforstep")),
     (parse_mxnet, (b"samplessec", b"EpochValidation", b"EpochTrain")),
     (parse_espnet, (b"epochtrain", b"epochvalid", b"epochresults")),
     (parse_wenet, (b"TRAINBatch", b"CVBatch")),

@@ -566,6 +566,41 @@ def parse_step_less_val_loss(text: bytes, first_line: int, st: StepState, out: C
     st.val_loss_prev_step = st.last_step  # type: ignore[attr-defined]
 
 
+# -- pytorch/examples' "Test set: Average loss" ---------------------------------------------------------------
+
+#: pytorch/examples mnist/main.py ``test()`` (copied into countless repos): ``'\nTest set: Average loss: {:.4f},
+#: Accuracy: {}/{} ({:.0f}%)\n'``, after the ``Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}`` lines of the epoch;
+#: copies name the split Validation/Val/Eval/Dev
+_EVAL_SET = re.compile(rb"(?m)^[ \t]*(Test|Validation|Valid|Val|Eval|Dev) set: Average loss: (" + NUM
+                       + rb")(?:, Accuracy: (\d+)/(\d+) \([ \d.]+%\))?")
+
+
+def parse_eval_set(text: bytes, first_line: int, st: StepState, out: Collector,
+                   steps: StepMarks, used: Used) -> None:
+    """The held-out loss (and accuracy as a fraction) at the step of the training line before it."""
+    if not has(text, b" set: Average loss: "):
+        return
+    lines = Lines(text, first_line)
+    pos, stp = steps.arrays() if steps else (None, None)
+    for m in _EVAL_SET.finditer(text):
+        if used.covers(m.start(), m.end()):
+            continue
+        step = getattr(st, "eval_set_prev_step", None) if pos is not None else st.last_step
+        if pos is not None:
+            i = int(np.searchsorted(pos, m.start(), side="right"))
+            if i:
+                step = int(stp[i - 1])
+        split = m[1].decode().lower()
+        line = lines.at(m.start())
+        name = f"{split} set loss"
+        out.add(step if step is not None else 0, name, float(m[2]), line)
+        out.metric_override[name] = "eval_loss"
+        if m[3] is not None and int(m[4]) > 0:
+            out.add(step if step is not None else 0, f"{split} set accuracy", int(m[3]) / int(m[4]), line)
+        used.add(m.start())
+    st.eval_set_prev_step = st.last_step  # type: ignore[attr-defined]
+
+
 #: (parser, letters a chunk needs first), run after every other line parser
 # -- one-pair detail lines under a counter line ------------------------------------------------------------
 
@@ -623,5 +658,6 @@ LOOSE_PARSERS = (
     (parse_scheduler_verbose, (b"Adjustinglearningrate",)),
     (parse_pair_records, _RECORD_LITERALS),
     (parse_loose_loss, (b"oss", b"OSS", *_COST_WORDS)),
+    (parse_eval_set, (b"setAverageloss",)),
     (parse_detail_blocks, (b"",)),
 )
