@@ -730,7 +730,7 @@ def fp16_signals(run: Run) -> list[PrecisionSignal]:
         out.append(PrecisionSignal(dyn[0].evidence(f"loss scale {fmt(dyn[0].value)} at step {dyn[0].step}: dynamic loss "
                                                    "scaling, which only float16 mixed precision uses"), False, "message"))
     for ev in run.events_of("nan_stop"):
-        if AMP_ENGINE_STOP.search(ev.message):
+        if AMP_ENGINE_STOP.search(ev.message) and not _loss_dict_follows(run, ev):
             out.append(PrecisionSignal(event_evidence(ev, "\"Loss is nan, stopping training\" is the stop message of the DeiT/MAE/MAR-style "
                                                           "engine, which trains under torch.cuda.amp.autocast (float16) with a GradScaler by default"),
                                        False, "hint"))
@@ -767,6 +767,17 @@ def _half_dtype_evidence(run: Run) -> Evidence | None:
 #: the DeiT / MAE / BEiT / MAR ``engine_*.py`` family: ``print("Loss is {}, stopping training")``;
 #: those engines wrap the forward in ``torch.cuda.amp.autocast()`` (fp16) by default
 AMP_ENGINE_STOP = re.compile(r"Loss is (nan|inf|-inf), stopping training", re.IGNORECASE)
+
+
+def _loss_dict_follows(run: Run, ev: Event) -> bool:
+    """The stop message followed by the loss dict (``print(loss_dict_reduced)``, read as loss terms on the next line):
+    torchvision's detection reference engine and the DETR family, which train in float32 unless ``--amp`` is given;
+    DeiT/MAE print the message alone."""
+    df = run.scalars
+    if ev.line is None or not len(df) or "line" not in df or "source" not in df:
+        return False
+    nxt = df[(df["source"] == ev.source) & (df["line"] == ev.line + 1)]
+    return bool(nxt["metric"].map(lambda m: loss_like(str(m)) and m != "loss").any())
 
 
 def bf16_or_fp32(run: Run) -> Evidence | None:

@@ -183,6 +183,30 @@ def _blown(values: np.ndarray) -> int | None:
     return None
 
 
+#: a perplexity this large is exp(a cross-entropy >= 18.4 nats per token): worse than guessing uniformly over 1e8
+#: tokens, far past any vocabulary (an untrained model sits near its vocabulary size, <= ~3e5)
+EXPLODED_PPL = 1e8
+_PPL = re.compile(r"(?i)(?:^|[/_.\s])(?:ppl|perplexity)$")
+
+
+def _perplexity_blown(run: Run) -> list:
+    """The first perplexity past ``EXPLODED_PPL`` (or overflowed to inf: exp of a cross-entropy above 709), train or
+    held-out: the loss it is the exponential of has exploded, whatever that loss's own units (a sum over tokens
+    or a mean)."""
+    for m in run.metrics():
+        if not _PPL.search(m.strip()):
+            continue
+        pts = points(run, m)
+        big = np.flatnonzero((pts.values >= EXPLODED_PPL) & ~np.isnan(pts.values))
+        if big.size:
+            p = pts[int(big[0])]
+            what = "overflowed to inf (the cross-entropy is above 709 nats per token)" if math.isinf(p.value) else \
+                f"= exp({math.log(p.value):.1f}): a cross-entropy of {math.log(p.value):.1f} nats per token"
+            return [p.evidence(f"{m} {fmt(p.value)} at step {p.step} {what}; uniform guessing over any vocabulary "
+                               "stays below exp(13)")]
+    return []
+
+
 def _exploded(run: Run, loss) -> Finding | None:
     """A loss or gradient norm at a size no converging run reaches, judged even from one log line."""
     gn = points(run, "grad_norm").finite_only()
@@ -198,6 +222,8 @@ def _exploded(run: Run, loss) -> Finding | None:
                                + (f", {abs(top.value) / low:.3g}x its smallest magnitude ({fmt(low)})"
                                   if len(loss) > 1 and abs(top.value) < ABSURD_LOSS else
                                   ": no loss computes a value this large" if abs(top.value) >= ABSURD_LOSS else "")))
+    if not ev:
+        ev.extend(_perplexity_blown(run))
     huge = np.flatnonzero(np.abs(gn.values) >= EXPLODED_GRAD) if len(gn) else np.zeros(0, dtype=int)
     if huge.size and (ev or huge.size >= 2):  # one huge norm beside an ordinary loss may be a scaled norm
         p = gn[int(np.argmax(np.abs(gn.values)))]
@@ -205,7 +231,8 @@ def _exploded(run: Run, loss) -> Finding | None:
     if not ev:
         return None
     step = min(e.step for e in ev if e.step is not None) if any(e.step is not None for e in ev) else None
-    lr = value_at(points(run, "learning_rate").finite_only(), step) if step is not None else None
+    lrs = points(run, "learning_rate").finite_only()
+    lr = (value_at(lrs, step) or (lrs[0] if len(lrs) else None)) if step is not None else None
     if lr is not None:
         ev.append(lr.evidence(f"learning rate {fmt(lr.value)} at step {lr.step}"))
     return Finding(

@@ -26,12 +26,13 @@ Remedies:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 import numpy as np
 
 from autopsy.model import Evidence, Finding, Run
-from detectors._common import config_evidence, fmt, num, points, truthy
+from detectors._common import config_evidence, fmt, num, points, truthy, value_at
 
 CODE = "LRZ001"
 SLUG = "lr-stalled"
@@ -54,7 +55,66 @@ FLAT_SHARE = 0.05
 SKIPPED_SHARE = 0.5
 
 
+#: a positive LR below this changes no weight (lr x grad is far below the float resolution of any weight): a decay
+#: that ran past its useful range (an exponential decay stepped per batch instead of per epoch underflows to 1e-100)
+UNDERFLOW_LR = 1e-20
+#: an LR group at or above this beside it is training: the tiny one is that group's schedule, not the run's end
+LIVE_LR = 1e-7
+#: any learning-rate series: the canonical one, per-group copies (``current_lr_0``, ``lr_group1``, ``lr-Adam/pg2``)
+_LR_NAME = re.compile(r"(?i)(?:^|[/_.\s-])(?:lr|learning_rate)(?:$|[/_.\s-]|\d)|^lr[-_]|current_lr")
+
+
+def _underflowed(run: Run) -> Finding | None:
+    """A learning rate decayed to a positive value below ``UNDERFLOW_LR`` at two logs or more, or at one log while
+    another LR series of the same step is live. A schedule that ends at its last step sits at exactly 0 (or at a
+    float residue at that one step), so one tiny value alone is not enough."""
+    names = [m for m in run.metrics() if _LR_NAME.search(m.strip())]
+    series = {m: points(run, m).finite_only() for m in names}
+    for m, pts in series.items():
+        tiny = np.flatnonzero((pts.values > 0) & (pts.values < UNDERFLOW_LR))
+        if not tiny.size or tiny[-1] != len(pts) - 1:
+            continue
+        last = pts[-1]
+        live = None
+        for o, op in series.items():
+            if o != m and len(op):
+                at = value_at(op, last.step)
+                if at is not None and at.step == last.step and at.value >= LIVE_LR:
+                    live = (o, at)
+                    break
+        if tiny.size < 2 and live is None:
+            continue
+        first = pts[int(tiny[0])]
+        evidence = [first.evidence(f"{m} {fmt(first.value)} at step {first.step}")] if tiny.size > 1 else []
+        evidence += [last.evidence(f"{m} {fmt(last.value)} at step {last.step}: below {fmt(UNDERFLOW_LR)} at "
+                                  f"{tiny.size} of {len(pts)} logs")]
+        if live is not None:
+            o, at = live
+            evidence.append(at.evidence(f"{o} {fmt(at.value)} at step {at.step}: the other group still trains"))
+        return Finding(
+            code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.75,
+            title=f"{m} decayed to {fmt(last.value)}: the weights it drives no longer change",
+            message=(f"{m} is {fmt(last.value)} at step {last.step}: an update of lr x gradient that small is far below "
+                     "the float resolution of any weight, so the parameters of "
+                     + (f"that group have stopped training while {live[0]} is still {fmt(live[1].value)}"
+                        if live is not None else "the run have stopped training")
+                     + ". A schedule decayed this far is a decay applied too often (an exponential or step decay "
+                       "stepped every batch instead of every epoch) or a gamma too small for the run's length."),
+            first_step=first.step, evidence=evidence,
+            remedies=["Step the LR scheduler at the unit its gamma was chosen for (per epoch, not per batch), or set the "
+                      "decay so the LR ends near its intended floor (ExponentialLR gamma ** steps), and resume from a "
+                      "checkpoint saved before the LR collapsed.",
+                      "Print each parameter group's LR at the first steps and at the end of the schedule."],
+            basis="direct", symptom="lr_near_zero",
+        )
+    return None
+
+
 def detect(run: Run) -> Iterable[Finding]:
+    underflow = _underflowed(run)
+    if underflow is not None:
+        yield underflow
+        return
     lr = points(run, "learning_rate")
     covers = _warmup_covers_run(run)
     if covers is not None:

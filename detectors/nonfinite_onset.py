@@ -97,9 +97,17 @@ def detect(run: Run) -> Iterable[Finding]:
             remedies.insert(0, f"Non-finite at the first log (step {onset.step}): the updates before it were not logged, "
                                "so the first forward passes (loaded weights, dtype, inputs) are suspects as well as "
                                f"the ones below, {CONDITIONAL_REMEDY}.")
+    loss = points(run, "loss")
+    eval_only = onset.metric == "eval_loss" and len(loss) > 0 and bool(loss.finite.all())
+    if eval_only:
+        remedies.insert(0, "Only the evaluation is non-finite: evaluate on a slice of the training data with the same "
+                           "code; finite there means a held-out sample the training never sees (NaN or out-of-range "
+                           "features, an empty sample), non-finite means the model is unstable in eval mode (BatchNorm "
+                           "running statistics, an inverse or log-determinant that overflows off the training data).")
     yield Finding(
         code=CODE, name=SLUG, root_cause=None, severity="error", confidence=0.95,
-        title=f"Training went non-finite at {at}" + (" (the first log)" if first else ""),
+        title=(f"The evaluation loss went non-finite at {at} while the training loss stayed finite" if eval_only else
+               f"Training went non-finite at {at}" + (" (the first log)" if first else "")),
         message=f"First non-finite value at {at}: {onset.metric} ({shape})"
                 + ("; no finite loss was logged before it" if first else "") + ".",
         first_step=onset.step, evidence=evidence, remedies=remedies, basis="symptom",
