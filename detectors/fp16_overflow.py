@@ -208,7 +208,8 @@ def _collapse(run: Run) -> Finding | None:
     if scales:
         top = max(scales, key=lambda s: s[0])
         evidence.append(top[1])
-    evidence.extend(s[1] for s in low[:4])
+    # the highest scale is itself low when every overflow is (a scale printed only once it had collapsed): cited once
+    evidence.extend(s[1] for s in low[:4] if not evidence or s[1] is not evidence[0])
     evidence.extend(event_evidence(e, f"\"{e.message.strip()[:120]}\": the run aborted") for e in mins[:1])
     lows = min((s[0] for s in low), default=None)
     step = next((e.step for e in mins if e.step is not None), None) or next((s[2] for s in low if s[2] is not None), None)

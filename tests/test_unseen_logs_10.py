@@ -38,6 +38,8 @@ def test_lg_loss_scale_decreases_are_overflows_and_the_table_step_is_read(tmp_pa
     assert "at step 153000" in a.diagnosis.verdict.headline  # the table's own step counter
     f = next(x for x in a.diagnosis.findings if x.root_cause == "loss_scale_collapse")
     assert any("log2 of the loss scale lowered to -16199.354 (scale 2^-16199.354 = 0.0)" in e.detail for e in f.evidence)
+    cited = [(e.artifact, e.where) for e in f.evidence]
+    assert len(cited) == len(set(cited))  # the first overflow is also the highest scale: cited once
 
 
 def test_an_occasional_tf_ctc_no_valid_path_is_a_warning_on_a_healthy_run(tmp_path: Path):
