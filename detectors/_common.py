@@ -188,6 +188,20 @@ def points(run: Run, metric: str) -> Series:
     return Series(run, arr.steps, arr.values, arr.rows)
 
 
+#: a first log at most this many logging intervals into the run is "from the start" (HF logs first at logging_steps)
+START_INTERVALS = 3
+
+
+def starts_at_start(rows: Series) -> bool:
+    """The first log is near the run's start (a few logging intervals in), not an excerpt from its middle: only
+    then does "from the first log on" mean "from the start". One point: taken as the start."""
+    if len(rows) < 2:
+        return True
+    gaps = np.diff(rows.steps.astype(np.float64))
+    interval = float(np.median(gaps[gaps > 0])) if (gaps > 0).any() else 1.0
+    return float(rows.steps[0]) <= START_INTERVALS * max(interval, 1.0)
+
+
 #: step-counter restarts (back to the first step) that still read as attempts pasted one after the other; more are a
 #: per-epoch counter the parser could not compose (``Epoch 2, Step 0``), not runs
 MAX_ATTEMPTS = 3

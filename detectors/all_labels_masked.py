@@ -28,10 +28,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-import numpy as np
-
 from autopsy.model import Evidence, Finding, Run
-from detectors._common import Series, is_policy_gradient_run, is_token_lm_run, points
+from detectors._common import Series, is_policy_gradient_run, is_token_lm_run, points, starts_at_start
 from detectors._facts import (
     event_evidence,
     fact_evidence,
@@ -57,29 +55,17 @@ MIN_EVENTS = 3
 #: "from the start": at least this many logged points, and this share of them, exactly 0.0
 MIN_ZERO_POINTS = 3
 ZERO_SHARE = 0.8
-#: a first log at most this many logging intervals into the run is "from the start" (HF logs first at logging_steps)
-START_INTERVALS = 3
 #: a completion budget this small is likely to be cut away entirely by truncation
 SMALL_CONTEXT = 128
 REFS = ["https://github.com/haotian-liu/LLaVA/issues/1706", "https://github.com/huggingface/trl/issues/1920",
         "https://github.com/huggingface/trl/issues/6668", "https://github.com/ymcui/Chinese-LLaMA-Alpaca-3/issues/29"]
 
 
-def _starts_at_start(rows: Series) -> bool:
-    """The first log is near the run's start (a few logging intervals in), not an excerpt from its middle: only
-    then does "from the first log on" mean "from the start"."""
-    if len(rows) < 2:
-        return True
-    gaps = np.diff(rows.steps.astype(np.float64))
-    interval = float(np.median(gaps[gaps > 0])) if (gaps > 0).any() else 1.0
-    return float(rows.steps[0]) <= START_INTERVALS * max(interval, 1.0)
-
-
 def _zero_from_start(run: Run) -> tuple[Series, int] | None:
     """Train loss exactly 0.0 at the first logged point and at >= ZERO_SHARE of all points; two logs both exactly 0.0
     (a paste of the first two records) count too: a cross-entropy is never exactly 0.0 at the start of a run."""
     rows = points(run, "loss")
-    if len(rows) < 2 or rows.values[0] != 0.0 or not _starts_at_start(rows):
+    if len(rows) < 2 or rows.values[0] != 0.0 or not starts_at_start(rows):
         return None
     if len(rows) < MIN_ZERO_POINTS and not bool((rows.values == 0.0).all()):
         return None
@@ -94,7 +80,7 @@ def _nan_nll_from_start(run: Run) -> tuple[str, Series] | None:
         return None
     for metric in ("nll_loss", "loss"):
         rows = points(run, metric)
-        if len(rows) >= MIN_ZERO_POINTS and not bool(rows.finite.any()) and _starts_at_start(rows):
+        if len(rows) >= MIN_ZERO_POINTS and not bool(rows.finite.any()) and starts_at_start(rows):
             return metric, rows
     return None
 
@@ -130,7 +116,7 @@ def _no_box_targets(run: Run) -> Finding | None:
     set for a custom dataset, annotations filtered out, wrong category ids)."""
     boxes = {m: points(run, m) for m in run.metrics() if _BOX_TERM.search(m)}
     boxes = {m: p for m, p in boxes.items() if len(p)}
-    if not boxes or any(len(p) < MIN_ZERO_POINTS or bool((p.values != 0.0).any()) or not _starts_at_start(p)
+    if not boxes or any(len(p) < MIN_ZERO_POINTS or bool((p.values != 0.0).any()) or not starts_at_start(p)
                         for p in boxes.values()):
         return None
     training = ((m, points(run, m)) for m in run.metrics() if _CLS_TERM.search(m) and not _BOX_TERM.search(m))

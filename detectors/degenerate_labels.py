@@ -32,7 +32,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from autopsy.model import Finding, Run
-from detectors._common import Series, fmt, points
+from detectors._common import Series, fmt, points, starts_at_start
 
 CODE = "LBL002"
 SLUG = "degenerate-labels"
@@ -48,8 +48,6 @@ MIN_ALL_PERFECT = 5
 ZERO_LOSS = 0.01
 #: a held-out accuracy below this share of perfect means the training set was memorised, not trivial
 HELD_OUT_FAR = 0.9
-#: a first log at most this many logging intervals in is the run's start
-START_INTERVALS = 3
 
 #: a top-1 accuracy of a classifier or a segmenter (per-batch or running)
 _ACC = re.compile(r"(?i)(?:^|[/._\s-])(?:acc(?:uracy)?(?:@1|_?top1|_seg)?|top1(?:_acc(?:uracy)?)?|pixel_acc|class_acc)$")
@@ -74,14 +72,6 @@ def _perfect(values: np.ndarray) -> np.ndarray:
     return values >= full * (1 - 5e-5)
 
 
-def _starts_at_start(rows: Series) -> bool:
-    if len(rows) < 2:
-        return False
-    gaps = np.diff(rows.steps.astype(np.float64))
-    interval = float(np.median(gaps[gaps > 0])) if (gaps > 0).any() else 1.0
-    return float(rows.steps[0]) <= START_INTERVALS * max(interval, 1.0)
-
-
 def detect(run: Run) -> Iterable[Finding]:
     train, held = _accuracy_metrics(run)
     loss = points(run, "loss").finite_only()
@@ -95,7 +85,7 @@ def detect(run: Run) -> Iterable[Finding]:
         share = float(perfect.mean())
         if share < MIN_PERFECT_SHARE or not bool(perfect[-MIN_LOGS:].all()):
             continue
-        from_start = _starts_at_start(acc) and bool(perfect[1:].all())
+        from_start = starts_at_start(acc) and bool(perfect[1:].all())
         every = bool(perfect.all()) and len(acc) >= MIN_ALL_PERFECT
         if not (from_start or every):
             continue
