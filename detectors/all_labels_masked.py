@@ -54,6 +54,9 @@ RESPONSE_KEY_RE = re.compile(r"Could not find (?:response|instruction) key|ignor
 MIN_EVENTS = 3
 #: "from the start": at least this many logged points, and this share of them, exactly 0.0
 MIN_ZERO_POINTS = 3
+#: ... for a box-regression term, two logs from the run's start: a regression loss is never exactly 0 at the first
+#: iterations when any ground-truth box reaches it (YOLO-World#146: loss_bbox 0.0000 at epoch 1 and epoch 16)
+MIN_BOX_ZERO_POINTS = 2
 ZERO_SHARE = 0.8
 #: a completion budget this small is likely to be cut away entirely by truncation
 SMALL_CONTEXT = 128
@@ -116,7 +119,7 @@ def _no_box_targets(run: Run) -> Finding | None:
     set for a custom dataset, annotations filtered out, wrong category ids)."""
     boxes = {m: points(run, m) for m in run.metrics() if _BOX_TERM.search(m)}
     boxes = {m: p for m, p in boxes.items() if len(p)}
-    if not boxes or any(len(p) < MIN_ZERO_POINTS or bool((p.values != 0.0).any()) or not starts_at_start(p)
+    if not boxes or any(len(p) < MIN_BOX_ZERO_POINTS or bool((p.values != 0.0).any()) or not starts_at_start(p)
                         for p in boxes.values()):
         return None
     training = ((m, points(run, m)) for m in run.metrics() if _CLS_TERM.search(m) and not _BOX_TERM.search(m))

@@ -473,6 +473,10 @@ def exception_line(text: str) -> tuple[str, str] | None:
 _RANK_PREFIX = re.compile(r"^\s*\[(?:rank|RANK|Rank|default|trainer)[ _]?\d{1,5}(?:\|\d{1,5})?\]:\s?")
 
 
+#: the code line of a traceback's last frame that raised: ``raise ValueError("Attempting to unscale FP16 gradients.")``
+_TB_RAISE = re.compile(r"""^\s*raise\s+([A-Z]\w*(?:Error|Exception|Exit|Interrupt))\b(?:\(\s*(?:f?(["'])(.*?)\2)?)?""")
+
+
 class TracebackTracker:
     """Collects ``Traceback (most recent call last):`` blocks and bare ``XError: msg`` lines.
 
@@ -492,6 +496,30 @@ class TracebackTracker:
         self.frame: dict[str, Any] | None = None
         self.lines: list[str] = []
         self.last_frame_line: int | None = None
+
+    def cut_off(self) -> tuple[int, str, dict[str, Any]] | None:
+        """At the end of the log: a traceback block still open after at least one frame is a crash whose exception
+        line was cut from the paste. The exception is read from the last frame's ``raise XError("...")`` when it shows
+        one; otherwise the event names only the frame."""
+        if not self.open or self.frame is None:
+            return None
+        if any(exception_line(ln.strip()) is not None for ln in self.lines[1:]):
+            return None  # its exception line is there, indented (torchrun's failure summary quotes the child's)
+        exc_type, exc_msg = None, ""
+        for ln in reversed(self.lines):
+            r = _TB_RAISE.search(ln)
+            if r is not None:
+                exc_type, exc_msg = r[1], (r[3] or "")
+                break
+        frame = self.frame
+        where = f'File "{frame["file"]}", line {frame["line"]}, in {frame["function"]}'
+        message = (f"{exc_type}: {exc_msg}" if exc_type else f"traceback ending at {where}") + \
+            " (the paste stops before the exception line)"
+        data = {"exc_type": exc_type or "", "exc_message": exc_msg[:1000], "frame": frame, "header": True,
+                "start_line": self.start_line, "cut": True}
+        line = self.last_frame_line if self.last_frame_line is not None else self.start_line
+        self.open, self.frame, self.last_frame_line, self.lines = False, None, None, []
+        return (line or 0), message, data
 
     def feed(self, line_no: int, text: str) -> tuple[int, str, dict[str, Any]] | None:
         """Feed one line; returns (line, message, data) when a traceback event is complete."""

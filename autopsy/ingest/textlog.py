@@ -293,6 +293,11 @@ class _TextLogReader:
             self.builder.fact("step_origin", "minimind: global step = (epoch - base) * steps_per_epoch + step",
                               self.source, where="Epoch:[e/E](s/S) lines", original_key="Epoch")
         self._drain()
+        cut = self.tb.cut_off()
+        if cut is not None:
+            tb_line, message, data = cut
+            self.sink.add("traceback", message, tb_line, st.last_step, data, None)
+            self._frameworks_from_frame(data.get("frame"))
         if not exact:  # decided at the end of the file: the points already handed over are inferred too
             self.builder.set_exact(self.source, False)
         self.sink.flush(self.builder)
