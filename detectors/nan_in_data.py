@@ -72,7 +72,7 @@ DATA_SOURCE = re.compile(r"(?i)(?:^|[/\\\s])((?:[\w.-]*/)*[\w.-]*(?:data|loader|
 def detect(run: Run) -> Iterable[Finding]:
     """One finding per run: the pipeline's own warning when there is one, with the calm-curve evidence added."""
     onset = nonfinite_onset(run)
-    ctc = _ctc_no_alignment(run, onset)
+    ctc = _ctc_no_alignment(run, onset) or _alignment_inf(run, onset)
     if ctc is not None:
         yield ctc
         return
@@ -89,6 +89,47 @@ def detect(run: Run) -> Iterable[Finding]:
         found = _rejected_losses(run)
     if found is not None:
         yield found
+
+
+#: a term of an alignment-based sequence loss: CTC, a transducer (RNN-T; icefall's pruned ``simple_loss`` and
+#: ``pruned_loss``), whose value is +inf for a sample with no valid alignment
+_ALIGN_TERM = re.compile(r"(?i)ctc|rnnt|transducer|(?:^|[/_.])(?:simple|pruned)_loss$")
+
+
+def _alignment_inf(run: Run, onset: Onset | None) -> Finding | None:
+    """A CTC or transducer term logged as +inf (not NaN): the log-likelihood of no path at all, a sample whose labels
+    cannot be aligned to its frames (more labels than the subsampled frames allow). A NaN alone has other causes."""
+    for m in run.metrics():
+        if not _ALIGN_TERM.search(m):
+            continue
+        pts = points(run, m)
+        inf = np.flatnonzero(np.isposinf(pts.values))
+        if not inf.size:
+            continue
+        p = pts[int(inf[0])]
+        others = [o for o in run.metrics() if o != m and _ALIGN_TERM.search(o) and bool(np.isposinf(points(run, o).values).any())]
+        ev = [p.evidence(f"{m} = {fmt(p.value)} at step {p.step} ({inf.size} of {len(pts)} logs)"
+                         + (f"; {', '.join(others[:3])} too" if others else ""))]
+        hit = onset is not None
+        if hit:
+            assert onset is not None
+            ev.append(onset.evidence)
+        return Finding(
+            code=CODE, name=SLUG, root_cause="ctc_output_longer_than_input", severity="error" if hit else "warning",
+            confidence=0.65 if hit else 0.45,
+            title=f"{m} is +inf at step {p.step}: a sample with no valid alignment",
+            message=(f"{m} is +inf at step {p.step}: an alignment-based loss (CTC, transducer) is +inf exactly when a "
+                     "sample has no valid path, its label sequence longer than the frames left after subsampling "
+                     "(pruned transducers emit at most one symbol per frame; CTC needs a blank between repeated "
+                     "labels)" + (f"; the run's loss went non-finite at step {onset.step}" if hit else "") + "."),
+            first_step=p.step, evidence=ev,
+            remedies=["Drop the samples whose label length exceeds their frame count after subsampling (icefall and "
+                      "ESPnet recipes filter on that ratio), or subsample less.",
+                      "Let the loss skip them instead of returning inf: zero_infinity=True in torch.nn.CTCLoss, "
+                      "ignore_longer_outputs_than_inputs=True in tf.nn.ctc_loss."],
+            basis="inferred", symptom="nonfinite_loss" if hit else None,
+        )
+    return None
 
 
 def _ctc_no_alignment(run: Run, onset: Onset | None) -> Finding | None:

@@ -38,6 +38,7 @@ from detectors._common import (
     Onset,
     bf16_or_fp32,
     checkpoint_evidence,
+    event_evidence,
     fmt,
     fp16_signals,
     gradnorm_failure,
@@ -59,6 +60,7 @@ def detect(run: Run) -> Iterable[Finding]:
     onset = nonfinite_onset(run)
     if onset is None:
         yield from _skipped_steps(run)
+        yield from _trainer_skips(run)
         return
     evidence: list[Evidence] = [onset.evidence]
     for metric in ("loss", "grad_norm", "eval_loss"):
@@ -245,4 +247,55 @@ def _skipped_steps(run: Run) -> Iterable[Finding]:
         first_step=b0.step, evidence=evidence,
         remedies=["Nothing to do if it stays rare; if it grows, switch to bf16 or lower the learning rate."],
         basis="symptom", symptom="skipped_steps",
+    )
+
+
+#: skip messages that make the skipping the run's state, not a blip: this many in all, or RUN_SKIPS on consecutive
+#: lines (every step skipped while the paste lasts: ESPnet2 logs nothing else between them)
+MANY_SKIPS = 10
+RUN_SKIPS = 5
+
+
+def _longest_run(evs: list) -> int:
+    best = cur = 0
+    prev = None
+    for e in evs:
+        cur = cur + e.count if prev is not None and e.line is not None and e.line == prev + 1 else e.count
+        prev = e.line + e.count - 1 if e.line is not None else None
+        best = max(best, cur)
+    return best
+
+
+def _trainer_skips(run: Run) -> Iterable[Finding]:
+    """The trainer's own "grad norm is nan, skipping the update" messages (ESPnet1/2): each is an update that never
+    reached the weights. A few are a blip; many in a row leave a model that is barely trained while its loss reads
+    finite, since the loss of a skipped step is still logged."""
+    evs = run.events_of("grad_skip")
+    n = sum(e.count for e in evs)
+    if not n:
+        return
+    first = evs[0]
+    run_len = _longest_run(evs)
+    many = n >= MANY_SKIPS or run_len >= RUN_SKIPS
+    evidence = [event_evidence(first, f"\"{first.message.strip()[:160]}\"" + (f" (x{n} in all)" if n > 1 else ""))]
+    loss = points(run, "loss").finite_only()
+    if len(loss):
+        evidence.append(loss[-1].evidence(f"loss {fmt(loss[-1].value)} at step {loss[-1].step}: finite, as a skipped "
+                                          "step's loss still is"))
+    yield Finding(
+        code=CODE, name=SLUG, root_cause=None, severity="error" if many else "warning", confidence=0.7 if many else 0.5,
+        title=f"The trainer skipped {n} update{'s' if n > 1 else ''}: the gradient norm was {first.data.get('value', 'nan')}",
+        message=(f"{n} update{'s were' if n > 1 else ' was'} skipped because the gradient norm was not finite (first "
+                 + (f"at step {first.step}" if first.step is not None else f"at {first.source} line {first.line}")
+                 + (f"; {run_len} of them on consecutive lines, every step skipped while they last" if run_len >= RUN_SKIPS
+                    else "")
+                 + "). " + ("Skipped updates never reach the weights: with this many, the model is barely training "
+                            "while the logged loss stays finite." if many else
+                            "An occasional skip is the trainer's guard working.")),
+        first_step=first.step, evidence=evidence, basis="direct", symptom="skipped_steps",
+        remedies=["Find what makes the gradients non-finite on those batches: a loss term inf/NaN on some samples (CTC "
+                  "or attention on labels longer than the subsampled frames, an empty target), fp16 overflow, a learning "
+                  "rate too high; log the per-term losses and sample ids of the skipped steps.",
+                  "Filter the offending samples (ESPnet: by the label/frame ratio) and lower the learning rate if the "
+                  "skips come after a warmup peak."],
     )

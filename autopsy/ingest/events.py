@@ -31,7 +31,7 @@ EVENT_KINDS = (
     "nan_stop", "oom", "bf16_unsupported", "prompt_fills_max_length", "index_out_of_range",
     "cudnn_sdpa_warning", "ddp_unused_params", "unscale_fp16", "gemma_eager_warning", "loss_watchdog",
     "empty_tensor_load", "nan_input", "labels_masked", "no_trainable_params", "native_abort", "input_exhausted",
-    "collective_timeout", "loss_rejected", "ctc_no_alignment",
+    "collective_timeout", "loss_rejected", "ctc_no_alignment", "grad_skip",
     "warning", "error",
 )
 
@@ -118,6 +118,10 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("gemma_eager_warning", re.compile(r"strongly recommended to train Gemma\d* models with the `?eager`? attention"), lambda m: {}),
     ("flash_attn_warning", re.compile(r"Flash ?Attention|flash_attn|flash_attention_[23]|FlashAttention"), lambda m: {}),
     ("nan_stop", re.compile(r"Loss is (nan|inf|-inf|NaN|Inf)\b[^\n]{0,20}stopping training"), lambda m: {"value": m[1]}),
+    # a trainer skipping one update because the gradient norm is not finite (float32 too, no loss scaler): ESPnet2
+    # Trainer "The grad norm is nan. Skipping updating the model.", ESPnet1 "grad norm is nan. Do not update model."
+    ("grad_skip", re.compile(r"(?i)\bgrad(?:ient)? norm is (nan|inf|-inf)\b[.!,]?\s*(?:skipping updat|do not update)"),
+     lambda m: {"value": m[1].lower()}),
     # a trainer's own finiteness check stopping the run: detectron2 SimpleTrainer._detect_anomaly (and forks)
     # "FloatingPointError: Loss became infinite or NaN at iteration=27!"; Keras TerminateOnNaN "Batch 3: Invalid loss,
     # terminating training" (MindSpore's LossMonitor raises the same words); Lightning EarlyStopping(check_finite)
