@@ -113,6 +113,9 @@ _LEADING_COUNTER = re.compile(rb"[ \t]*(?:\[[^\]\r\n]{1,40}\][ \t]*)?(?:[Ee]poch
 _SEP_PAIR = re.compile(rb"[\w ]{1,40}?[ \t]*[:=]")
 #: lines of one layout needed before they are read (fewer is prose that mentions a loss)
 MIN_LOOSE_LINES = 3
+#: a logger's timestamp (``18:11:38``) in the text before a loss pair, within this many bytes of the line start
+_LOG_TIME = re.compile(rb"\b\d\d:\d\d:\d\d\b")
+MAX_LOGGER_PREFIX = 120
 #: a metric line is short; a longer one is prose or a dump
 MAX_LOOSE_LINE = 400
 _EVAL_WORDS = ("val", "valid", "validation", "eval", "test")
@@ -221,9 +224,14 @@ def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector
 
 def _counter_led(text: bytes, row: tuple[int, int, list, int | None]) -> bool:
     """A line that opens with its counter and gives the loss with ``:``/``=`` (``Epoch:0, Train loss: nan``,
-    ``[2020-01-01 10:00:00] Step 40: loss = 1.2``) is a metric line even alone: prose does not start that way."""
+    ``[2020-01-01 10:00:00] Step 40: loss = 1.2``) is a metric line even alone: prose does not start that way. So is
+    a logger's line, a timestamp before the loss (``[INFO 2017-03-02 18:11:38,332 kur.model.executor:175] Validation
+    loss: 155.686``, printed once per evaluation)."""
     ls, pos = row[0], row[1]
-    return _LEADING_COUNTER.match(text, ls, pos) is not None and _SEP_PAIR.match(text, pos) is not None
+    if _SEP_PAIR.match(text, pos) is None:
+        return False
+    return _LEADING_COUNTER.match(text, ls, pos) is not None or (
+        pos - ls <= MAX_LOGGER_PREFIX and _LOG_TIME.search(text, ls, pos) is not None)
 
 
 def _counter_step(line: bytes) -> int | None:
