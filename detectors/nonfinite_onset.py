@@ -29,6 +29,7 @@ Remedies:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 import numpy as np
@@ -48,6 +49,9 @@ from detectors._common import (
     transient_first_gradnorm,
     value_at,
 )
+
+#: a held-out copy of a loss (``val_loss``, ``giou_val_loss``, ``test/loss``, ``eval_nll``)
+_HELD_OUT = re.compile(r"(?i)(?:^|[/_.\s-])(?:eval|val|valid|validation|test|dev)(?:$|[/_.\s-])")
 
 CODE = "NUM001"
 SLUG = "nonfinite-onset"
@@ -100,7 +104,8 @@ def detect(run: Run) -> Iterable[Finding]:
                                "so the first forward passes (loaded weights, dtype, inputs) are suspects as well as "
                                f"the ones below, {CONDITIONAL_REMEDY}.")
     loss = points(run, "loss")
-    eval_only = onset.metric == "eval_loss" and len(loss) > 0 and bool(loss.finite.all())
+    held_out = onset.metric == "eval_loss" or _HELD_OUT.search(onset.metric) is not None
+    eval_only = held_out and len(loss) > 0 and bool(loss.finite.all())
     if eval_only:
         remedies.insert(0, "Only the evaluation is non-finite: evaluate on a slice of the training data with the same "
                            "code; finite there means a held-out sample the training never sees (NaN or out-of-range "
@@ -108,12 +113,13 @@ def detect(run: Run) -> Iterable[Finding]:
                            "running statistics, an inverse or log-determinant that overflows off the training data).")
     yield Finding(
         code=CODE, name=SLUG, root_cause=None, severity="error", confidence=0.95,
-        title=(f"The evaluation loss went non-finite at {at} while the training loss stayed finite" if eval_only else
+        title=(f"The evaluation loss went non-finite at {at} while the training loss stayed finite"
+               + (f" ({onset.metric})" if onset.metric != "eval_loss" else "") if eval_only else
                f"Training went non-finite at {at}" + (" (the first log)" if first else "")),
         message=f"First non-finite value at {at}: {onset.metric} ({shape})"
                 + ("; no finite loss was logged before it" if first else "") + ".",
         first_step=onset.step, evidence=evidence, remedies=remedies, basis="symptom",
-        symptom={"grad_norm": "nonfinite_grad_norm", "eval_loss": "eval_nonfinite"}.get(onset.metric, "nonfinite_loss"),
+        symptom="eval_nonfinite" if held_out else "nonfinite_grad_norm" if onset.metric == "grad_norm" else "nonfinite_loss",
     )
 
 

@@ -17,6 +17,10 @@ PYTORCH_FLOWS_4 = 'Warning: Results for GLOW are not as good as for MAF yet.\nWa
 # = NaN" (the title); the learning rate printed is ~1.2
 OPENNMT_TF_744 = 'INFO:tensorflow:Saved checkpoint data/model_gpt/ckpt-435000\nINFO:tensorflow:Running evaluation for step 435000\nINFO:tensorflow:Evaluation result for step 435000: loss = 148890.718750 ; perplexity = inf\nINFO:tensorflow:Step = 435100 ; steps/s = 2.97, source words/s = 12176 ; Learning rate = 1.202480 ; Loss = 185912.781250\nINFO:tensorflow:Step = 435200 ; steps/s = 2.93, source words/s = 12020 ; Learning rate = 1.202172 ; Loss = 158771.156250\nINFO:tensorflow:Step = 435300 ; steps/s = 2.95, source words/s = 12102 ; Learning rate = 1.201864 ; Loss = 138000.156250\nINFO:tensorflow:Step = 435400 ; steps/s = 2.96, source words/s = 12106 ; Learning rate = 1.201557 ; Loss = 159760.921875\nINFO:tensorflow:Step = 435500 ; steps/s = 2.95, source words/s = 12101 ; Learning rate = 1.201249 ; Loss = 159738.687500\nINFO:tensorflow:Step = 435600 ; steps/s = 2.96, source words/s = 12111 ; Learning rate = 1.200941 ; Loss = 169730.593750\nINFO:tensorflow:Step = 435700 ; steps/s = 2.96, source words/s = 12105 ; Learning rate = 1.200633 ; Loss = 141221.359375\nINFO:tensorflow:Step = 435800 ; steps/s = 2.95, source words/s = 12103 ; Learning rate = 1.200325 ; Loss = 161559.109375\n'
 
+# https://github.com/pythonlessons/TensorFlow-2.x-YOLOv3/issues/8 (as pasted): the validation GIoU loss is NaN while the
+# training losses stay finite
+TF2_YOLOV3_8 = 'epoch:49 step:    0/19, lr:0.000052, giou_loss:   2.64, conf_loss:  11.12, prob_loss:   0.08, total_loss:  13.83\nepoch:49 step:    1/19, lr:0.000052, giou_loss:   2.31, conf_loss:  10.61, prob_loss:   0.08, total_loss:  12.99\n\ngiou_val_loss:    nan, conf_val_loss:  12.31, prob_val_loss:   0.06, total_val_loss:    nan\n\nepoch:50 step:    2/19, lr:0.000052, giou_loss:   1.96, conf_loss:  10.34, prob_loss:   0.09, total_loss:  12.38\nepoch:50 step:    3/19, lr:0.000052, giou_loss:   2.51, conf_loss:  11.29, prob_loss:   0.08, total_loss:  13.87\nepoch:50 step:    4/19, lr:0.000052, giou_loss:   2.17, conf_loss:  10.95, prob_loss:   0.06, total_loss:  13.18\n'
+
 # pytorch/examples mnist/main.py: 'Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}' and
 # '\nTest set: Average loss: {:.4f}, Accuracy: {}/{} ({:.0f}%)\n' (values made up, format as printed)
 MNIST = (
@@ -72,3 +76,10 @@ def test_opennmt_tf_evaluation_result_and_an_infinite_perplexity(tmp_path: Path)
     f = next(x for x in a.diagnosis.findings if x.code == "DIV001")
     assert f.evidence[0].detail.startswith("eval_perplexity Inf at step 435000 overflowed to inf")
     assert "learning rate 1.202 at step 435100" in f.evidence[-1].detail
+
+
+def test_a_held_out_term_nan_is_named_as_the_evaluation(tmp_path: Path):
+    a = _run(tmp_path, TF2_YOLOV3_8)
+    f = next(x for x in a.diagnosis.findings if x.code == "NUM001")
+    assert f.title.startswith("The evaluation loss went non-finite at step") and f.title.endswith("(giou_val_loss)")
+    assert f.symptom == "eval_nonfinite"
