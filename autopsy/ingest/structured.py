@@ -199,6 +199,14 @@ def read_trainer_state(found: Found, builder: RunBuilder) -> None:
     src, kind = builder.rel(found.path), found.kind
     res = load_json(found.path)
     doc = res.value
+    if _pasted_fragments(found, res):
+        # a text file recognised by its head: a paste of trainer_state.json pieces (all_results.json above it, the
+        # log_history cut, "..." between entries) that no JSON parser reads whole; the text reader takes each
+        # pretty-printed record it holds
+        from autopsy.ingest.textlog import read_text_log
+
+        read_text_log(found, builder)
+        return
     if doc is None:
         builder.problem(src, kind, f"{res.error}; no metrics read from it")
         return
@@ -232,6 +240,14 @@ def read_trainer_state(found: Found, builder: RunBuilder) -> None:
     keys = set(cols.key)
     if keys & TRL_KEYS or any(k.startswith(TRL_KEY_PREFIXES) for k in keys):
         builder.framework("trl")
+
+
+def _pasted_fragments(found: Found, res: Any) -> bool:
+    """A file not named trainer_state.json whose JSON breaks before any log_history entry."""
+    if Path(found.path).name.lower() == "trainer_state.json" or not (res.value is None or res.partial):
+        return False
+    lh = res.value.get("log_history") if isinstance(res.value, dict) else None
+    return not (isinstance(lh, list) and lh)
 
 
 # -- JSONL -------------------------------------------------------------------------------------

@@ -1254,6 +1254,21 @@ def parse_darknet(text: bytes, first_line: int, st: StepState, out: Collector,
         _mark(st, steps, used, m.start(), step, "darknet")
 
 
+#: a YOLO layer's statistics of one iteration (pjreddie ``Region 82 Avg IOU: ..., count: 9``; AlexeyAB ``v3 (mse loss,
+#: Normalizer: ...) Region 82 Avg (IOU: ..., GIOU: ...), ..., count: 9, class_loss = ..., iou_loss = ...``), printed for
+#: every yolo layer before the iteration's line: not a step, and ``-nan`` there is a layer that saw no object (count: 0)
+_DARKNET_REGION = re.compile(rb"(?m)^[^\r\n]{0,160}\bRegion \d+ Avg[ (:]")
+
+
+def parse_darknet_regions(text: bytes, first_line: int, st: StepState, out: Collector,
+                          steps: StepMarks, used: Used) -> None:
+    """Claims the per-layer lines so no other parser reads them as steps (their numbers are not the run's loss)."""
+    if not has(text, b"Region ") or not has(text, b" Avg"):
+        return
+    for m in _DARKNET_REGION.finditer(text):
+        used.add(m.start())
+
+
 # -- Kaldi nnet3 / EESEN ----------------------------------------------------------------------------------
 
 #: Kaldi ``nnet-training.cc`` ``PrintStatsForThisPhase``: ``Average objective function for 'output' for minibatches
@@ -2032,6 +2047,7 @@ FORMAT_PARSERS = (
     (parse_caffe, (b"Iteration",)),
     (parse_opennmt, (b"accppl", b"Validationperplexity", b"Validationaccuracy", b"Trainperplexity")),
     (parse_darknet, (b"ratesecondsimages",)),
+    (parse_darknet_regions, (b"RegionAvg",)),
     (parse_kaldi, (b"objectivefunctionfor", b"ObjlogPzx")),
     (parse_marian, (b"EpUpSenCost", b"EpUpnewbest", b"EpUpstalled")),
     (parse_mindspore, (b"steplossis", b"Invalidloss")),

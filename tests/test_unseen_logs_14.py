@@ -1,0 +1,44 @@
+"""Round 14 (held-out, 2026-11-28): a paste of trainer_state.json pieces in a text file is read as text when no JSON
+parser can read it whole; darknet's per-layer "Region N Avg" lines are not steps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.test_unseen_logs import _run, _series, _verdict
+
+# https://github.com/zai-org/ChatGLM2-6B/issues/491 (as pasted: all_results.json, then trainer_state.json cut in its
+# log_history); the official P-Tuning script stops at max_steps 3000, 0.42 epoch, by design
+CHATGLM2_491 = '{\n    "epoch": 0.42,\n    "train_loss": 3.4180344645182292,\n    "train_runtime": 30187.6115,\n    "train_samples": 114599,\n    "train_samples_per_second": 1.59,\n    "train_steps_per_second": 0.099\n}\n{\n  "best_metric": null,\n  "best_model_checkpoint": null,\n  "epoch": 0.4188518224417316,\n  "global_step": 3000,\n  "is_hyper_param_search": false,\n  "is_local_process_zero": true,\n  "is_world_process_zero": true,\n  "log_history": [\n   \n    {\n      "epoch": 0.41,\n      "learning_rate": 0.0002,\n      "loss": 3.2439,\n      "step": 2970\n    },\n    {\n      "epoch": 0.42,\n      "learning_rate": 0.00013333333333333334,\n      "loss": 3.3575,\n      "step": 2980\n    },\n    {\n      "epoch": 0.42,\n      "learning_rate": 6.666666666666667e-05,\n      "loss": 3.2988,\n      "step": 2990\n    },\n    {\n      "epoch": 0.42,\n      "learning_rate": 0.0,\n      "loss": 3.2533,\n      "step": 3000\n    },\n    {\n      "epoch": 0.42,\n      "step": 3000,\n      "total_flos": 1.73594313916416e+17,\n      "train_loss": 3.4180344645182292,\n      "train_runtime": 30187.6115,\n      "train_samples_per_second": 1.59,\n      "train_steps_per_second": 0.099\n    }\n  ],\n'
+
+# https://github.com/AlexeyAB/darknet/issues/4758 (as pasted): -nan in a yolo layer's line with count: 0 is a layer that
+# saw no object; normal
+DARKNET_4758 = 'v3 (mse loss, Normalizer: (iou: 0.750000, cls: 1.000000) Region 130 Avg (IOU: -nan, GIOU: -nan), Class: -nan, Obj: -nan, No Obj: 0.504471, .5R: -nan, .75R: -nan, count: 0, loss = 74375.835938, class_loss = 74375.835938, iou_loss = 0.000000\nv3 (mse loss, Normalizer: (iou: 0.750000, cls: 1.000000) Region 82 Avg (IOU: 0.310754, GIOU: 0.223625), Class: 0.568450, Obj: 0.503603, No Obj: 0.473598, .5R: 0.222222, .75R: 0.111111, count: 9, loss = 276.509735, class_loss = 265.729645, iou_loss = 10.780090\nv3 (mse loss, Normalizer: (iou: 0.750000, cls: 1.000000) Region 94 Avg (IOU: 0.291759, GIOU: 0.105928), Class: 0.524678, Obj: 0.562712, No Obj: 0.553509, .5R: 0.333333, .75R: 0.000000, count: 9, loss = 1421.265015, class_loss = 1405.048584, iou_loss = 16.216431\nv3 (mse loss, Normalizer: (iou: 0.750000, cls: 1.000000) Region 106 Avg (IOU: -nan, GIOU: -nan), Class: -nan, Obj: -nan, No Obj: 0.500648, .5R: -nan, .75R: -nan, count: 0, loss = 4664.142090, class_loss = 4664.142090, iou_loss = 0.000000\nv3 (mse loss, Normalizer: (iou: 0.750000, cls: 1.000000) Region 118 Avg (IOU: -nan, GIOU: -nan), Class: -nan, Obj: -nan, No Obj: 0.473961, .5R: -nan, .75R: -nan, count: 0, loss = 16648.542969, class_loss = 16648.542969, iou_loss = 0.000000\n'
+
+
+def test_trainer_state_pieces_in_a_text_file_are_read_as_text(tmp_path: Path):
+    a = _run(tmp_path, CHATGLM2_491)
+    assert _verdict(a) == ("healthy", "healthy")  # was: nothing read (the JSON reader kept 0 entries)
+    assert _series(a, "loss") == [3.2439, 3.3575, 3.2988, 3.2533]
+    df = a.run.scalars
+    assert df[df["metric"] == "loss"]["step"].tolist() == [2970, 2980, 2990, 3000]
+
+
+def test_a_cut_trainer_state_json_keeps_its_own_reader(tmp_path: Path):
+    """The real file name: the JSON reader reports the cut, as before."""
+    body = CHATGLM2_491[CHATGLM2_491.index("}\n{") + 2:]
+    a = _run(tmp_path, body, name="trainer_state.json")
+    assert any("truncated or corrupt JSON" in (p.problem or "") for p in a.run.artifacts)
+
+
+def test_darknet_region_lines_are_not_steps(tmp_path: Path):
+    a = _run(tmp_path, DARKNET_4758)
+    assert _verdict(a)[1] != "lr_too_high"  # was: "diverged at step 3" over five layers of one iteration
+    assert not len(a.run.scalars)
+
+
+def test_the_iteration_line_after_the_regions_is_read(tmp_path: Path):
+    text = DARKNET_4758 + (" 1: 1875.204224, 1875.204224 avg loss, 0.000000 rate, 5.120000 seconds, 64 images, "
+                           "1234.000000 hours left\n")
+    a = _run(tmp_path, text)
+    assert _series(a, "loss") == [1875.204224]
