@@ -28,6 +28,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+import numpy as np
+
 from autopsy.model import Evidence, Finding, Run
 from detectors._common import Series, is_policy_gradient_run, is_token_lm_run, points, starts_at_start
 from detectors._facts import (
@@ -64,10 +66,23 @@ REFS = ["https://github.com/haotian-liu/LLaVA/issues/1706", "https://github.com/
         "https://github.com/huggingface/trl/issues/6668", "https://github.com/ymcui/Chinese-LLaMA-Alpaca-3/issues/29"]
 
 
+#: an epoch at most this far in is the run's start (HF's first log, ``'epoch': 0.01``)
+EARLY_EPOCH = 0.05
+
+
+def _early(run: Run, step: int) -> bool:
+    """The log at ``step`` says its epoch, and it is the run's first hundredths."""
+    ep = points(run, "epoch")
+    present, value = ep.lookup(np.array([step]))
+    return bool(present[0]) and 0.0 <= float(value[0]) <= EARLY_EPOCH
+
+
 def _zero_from_start(run: Run) -> tuple[Series, int] | None:
     """Train loss exactly 0.0 at the first logged point and at >= ZERO_SHARE of all points; two logs both exactly 0.0
     (a paste of the first two records) count too: a cross-entropy is never exactly 0.0 at the start of a run."""
     rows = points(run, "loss")
+    if len(rows) == 1 and rows.values[0] == 0.0 and is_token_lm_run(run) and _early(run, int(rows.steps[0])):
+        return rows, 1  # the only log, at the first hundredths of an epoch of a language-model run
     if len(rows) < 2 or rows.values[0] != 0.0 or not starts_at_start(rows):
         return None
     if len(rows) < MIN_ZERO_POINTS and not bool((rows.values == 0.0).all()):

@@ -11,6 +11,10 @@ from tests.test_unseen_logs import _run, _series, _verdict
 # log_history); the official P-Tuning script stops at max_steps 3000, 0.42 epoch, by design
 CHATGLM2_491 = '{\n    "epoch": 0.42,\n    "train_loss": 3.4180344645182292,\n    "train_runtime": 30187.6115,\n    "train_samples": 114599,\n    "train_samples_per_second": 1.59,\n    "train_steps_per_second": 0.099\n}\n{\n  "best_metric": null,\n  "best_model_checkpoint": null,\n  "epoch": 0.4188518224417316,\n  "global_step": 3000,\n  "is_hyper_param_search": false,\n  "is_local_process_zero": true,\n  "is_world_process_zero": true,\n  "log_history": [\n   \n    {\n      "epoch": 0.41,\n      "learning_rate": 0.0002,\n      "loss": 3.2439,\n      "step": 2970\n    },\n    {\n      "epoch": 0.42,\n      "learning_rate": 0.00013333333333333334,\n      "loss": 3.3575,\n      "step": 2980\n    },\n    {\n      "epoch": 0.42,\n      "learning_rate": 6.666666666666667e-05,\n      "loss": 3.2988,\n      "step": 2990\n    },\n    {\n      "epoch": 0.42,\n      "learning_rate": 0.0,\n      "loss": 3.2533,\n      "step": 3000\n    },\n    {\n      "epoch": 0.42,\n      "step": 3000,\n      "total_flos": 1.73594313916416e+17,\n      "train_loss": 3.4180344645182292,\n      "train_runtime": 30187.6115,\n      "train_samples_per_second": 1.59,\n      "train_steps_per_second": 0.099\n    }\n  ],\n'
 
+# https://github.com/OpenGVLab/InternVL/issues/254 (as pasted): one HF record with loss 0.0 at epoch 0.01; the image tokens
+# did not fit the truncated sequence, leaving nothing to supervise
+INTERNVL_254 = "{'loss': 0.0, 'learning_rate': 3.3112582781456954e-07, 'epoch': 0.01}\n  0%|          | 3/30200 [01:39<256:54:21, 30.63s/it]warning: The size of tensor a (15968) must match the size of tensor b (52736) at non-singleton dimension 0, input_embeds[selected].shape=torch.Size([15968, 2048]), vit_embeds.shape=torch.Size([52736, 2048])\n"
+
 # https://github.com/AlexeyAB/darknet/issues/4758 (as pasted): -nan in a yolo layer's line with count: 0 is a layer that
 # saw no object; normal
 DARKNET_4758 = 'v3 (mse loss, Normalizer: (iou: 0.750000, cls: 1.000000) Region 130 Avg (IOU: -nan, GIOU: -nan), Class: -nan, Obj: -nan, No Obj: 0.504471, .5R: -nan, .75R: -nan, count: 0, loss = 74375.835938, class_loss = 74375.835938, iou_loss = 0.000000\nv3 (mse loss, Normalizer: (iou: 0.750000, cls: 1.000000) Region 82 Avg (IOU: 0.310754, GIOU: 0.223625), Class: 0.568450, Obj: 0.503603, No Obj: 0.473598, .5R: 0.222222, .75R: 0.111111, count: 9, loss = 276.509735, class_loss = 265.729645, iou_loss = 10.780090\nv3 (mse loss, Normalizer: (iou: 0.750000, cls: 1.000000) Region 94 Avg (IOU: 0.291759, GIOU: 0.105928), Class: 0.524678, Obj: 0.562712, No Obj: 0.553509, .5R: 0.333333, .75R: 0.000000, count: 9, loss = 1421.265015, class_loss = 1405.048584, iou_loss = 16.216431\nv3 (mse loss, Normalizer: (iou: 0.750000, cls: 1.000000) Region 106 Avg (IOU: -nan, GIOU: -nan), Class: -nan, Obj: -nan, No Obj: 0.500648, .5R: -nan, .75R: -nan, count: 0, loss = 4664.142090, class_loss = 4664.142090, iou_loss = 0.000000\nv3 (mse loss, Normalizer: (iou: 0.750000, cls: 1.000000) Region 118 Avg (IOU: -nan, GIOU: -nan), Class: -nan, Obj: -nan, No Obj: 0.473961, .5R: -nan, .75R: -nan, count: 0, loss = 16648.542969, class_loss = 16648.542969, iou_loss = 0.000000\n'
@@ -42,3 +46,15 @@ def test_the_iteration_line_after_the_regions_is_read(tmp_path: Path):
                            "1234.000000 hours left\n")
     a = _run(tmp_path, text)
     assert _series(a, "loss") == [1875.204224]
+
+
+def test_the_only_log_of_an_lm_run_at_loss_zero_is_flagged(tmp_path: Path):
+    a = _run(tmp_path, INTERNVL_254)
+    f = next(x for x in a.diagnosis.findings if x.code == "LBL001")
+    assert f.confidence == 0.45 and f.severity == "error"
+    assert _verdict(a) == ("inconclusive", "unknown")  # was: healthy; one log is too little to name the cause
+
+
+def test_a_zero_loss_log_late_in_the_epoch_alone_is_not(tmp_path: Path):
+    a = _run(tmp_path, "{'loss': 0.0, 'learning_rate': 3.3e-07, 'epoch': 0.6}\n")
+    assert not [x for x in a.diagnosis.findings if x.code == "LBL001"]
