@@ -15,6 +15,10 @@ CHATGLM2_491 = '{\n    "epoch": 0.42,\n    "train_loss": 3.4180344645182292,\n  
 # did not fit the truncated sequence, leaving nothing to supervise
 INTERNVL_254 = "{'loss': 0.0, 'learning_rate': 3.3112582781456954e-07, 'epoch': 0.01}\n  0%|          | 3/30200 [01:39<256:54:21, 30.63s/it]warning: The size of tensor a (15968) must match the size of tensor b (52736) at non-singleton dimension 0, input_embeds[selected].shape=torch.Size([15968, 2048]), vit_embeds.shape=torch.Size([52736, 2048])\n"
 
+# https://github.com/experiencor/keras-yolo2/issues/101 (TF 1.x tf.Print lines, as pasted): "Loss Class" is 0 with a single
+# class, by design
+KERAS_YOLO2_101 = '2017-12-21 14:46:50.722959: I tensorflow/core/kernels/logging_ops.cc:79] Loss XY \t[0.188059166]\n2017-12-21 14:46:50.722978: I tensorflow/core/kernels/logging_ops.cc:79] Loss WH \t[0.0108934361]\n2017-12-21 14:46:50.722994: I tensorflow/core/kernels/logging_ops.cc:79] Loss Conf \t[0.0540329479]\n2017-12-21 14:46:50.723009: I tensorflow/core/kernels/logging_ops.cc:79] Loss Class \t[0]\n'
+
 # https://github.com/AlexeyAB/darknet/issues/4758 (as pasted): -nan in a yolo layer's line with count: 0 is a layer that
 # saw no object; normal
 DARKNET_4758 = 'v3 (mse loss, Normalizer: (iou: 0.750000, cls: 1.000000) Region 130 Avg (IOU: -nan, GIOU: -nan), Class: -nan, Obj: -nan, No Obj: 0.504471, .5R: -nan, .75R: -nan, count: 0, loss = 74375.835938, class_loss = 74375.835938, iou_loss = 0.000000\nv3 (mse loss, Normalizer: (iou: 0.750000, cls: 1.000000) Region 82 Avg (IOU: 0.310754, GIOU: 0.223625), Class: 0.568450, Obj: 0.503603, No Obj: 0.473598, .5R: 0.222222, .75R: 0.111111, count: 9, loss = 276.509735, class_loss = 265.729645, iou_loss = 10.780090\nv3 (mse loss, Normalizer: (iou: 0.750000, cls: 1.000000) Region 94 Avg (IOU: 0.291759, GIOU: 0.105928), Class: 0.524678, Obj: 0.562712, No Obj: 0.553509, .5R: 0.333333, .75R: 0.000000, count: 9, loss = 1421.265015, class_loss = 1405.048584, iou_loss = 16.216431\nv3 (mse loss, Normalizer: (iou: 0.750000, cls: 1.000000) Region 106 Avg (IOU: -nan, GIOU: -nan), Class: -nan, Obj: -nan, No Obj: 0.500648, .5R: -nan, .75R: -nan, count: 0, loss = 4664.142090, class_loss = 4664.142090, iou_loss = 0.000000\nv3 (mse loss, Normalizer: (iou: 0.750000, cls: 1.000000) Region 118 Avg (IOU: -nan, GIOU: -nan), Class: -nan, Obj: -nan, No Obj: 0.473961, .5R: -nan, .75R: -nan, count: 0, loss = 16648.542969, class_loss = 16648.542969, iou_loss = 0.000000\n'
@@ -58,3 +62,32 @@ def test_the_only_log_of_an_lm_run_at_loss_zero_is_flagged(tmp_path: Path):
 def test_a_zero_loss_log_late_in_the_epoch_alone_is_not(tmp_path: Path):
     a = _run(tmp_path, "{'loss': 0.0, 'learning_rate': 3.3e-07, 'epoch': 0.6}\n")
     assert not [x for x in a.diagnosis.findings if x.code == "LBL001"]
+
+
+def _tf_print(steps: list[tuple[str, str]]) -> str:
+    """tf.Print lines through glog (TF 1.x logging_ops.cc), one block of messages per step (values made up)."""
+    out = []
+    for i, (xy, total) in enumerate(steps):
+        for msg, v in (("Loss XY", xy), ("Loss WH", "0.0108934361"), ("Total Loss", total)):
+            out.append(f"2017-12-21 14:46:{50 + i}.722959: I tensorflow/core/kernels/logging_ops.cc:79] {msg} \t[{v}]")
+    return "\n".join(out) + "\n"
+
+
+def test_tf_print_losses_are_read(tmp_path: Path):
+    a = _run(tmp_path, KERAS_YOLO2_101)
+    assert _verdict(a) == ("healthy", "healthy")  # was: nothing read (inconclusive)
+    assert _series(a, "Loss XY") == [0.188059166] and _series(a, "Loss Class") == [0.0]
+
+
+def test_a_repeated_message_is_the_next_step(tmp_path: Path):
+    a = _run(tmp_path, _tf_print([("0.19", "2.5"), ("0.17", "2.1"), ("0.15", "nan"), ("0.14", "nan")]))
+    df = a.run.scalars
+    assert df[df["metric"] == "loss"]["step"].tolist() == [1, 2, 3, 4]
+    f = next(x for x in a.diagnosis.findings if x.code == "NUM001")
+    assert f.first_step == 3
+
+
+def test_tf_print_without_a_loss_is_left_alone(tmp_path: Path):
+    text = _tf_print([("0.19", "2.5")]).replace("Loss XY", "anchors").replace("Loss WH", "scale").replace("Total Loss", "iou")
+    a = _run(tmp_path, text)
+    assert not len(a.run.scalars)

@@ -1973,6 +1973,42 @@ def parse_eval_records(text: bytes, first_line: int, st: StepState, out: Collect
         used.add(line_start(text, m.start()))
 
 
+# -- TensorFlow 1's tf.Print ---------------------------------------------------------------------------------
+
+#: ``tf.Print(x, [t], message="Loss XY \t")`` (TF 1.x PrintOp, logged through glog): ``I tensorflow/core/kernels/
+#: logging_ops.cc:79] Loss XY \t[0.188059166]``, the message then each printed tensor in brackets; one line per
+#: tf.Print op each run of the graph, so a repeated message is the next step
+_TF_PRINT = re.compile(rb"(?m)^[^\r\n]{0,120}logging_ops\.cc:\d+\] ([^\r\n\[\]]{1,100}?)[ \t]*\[(" + NUM
+                       + rb")\](?:\[[^\r\n]{0,200})?[ \t]*\r?$")
+
+
+def parse_tf_print(text: bytes, first_line: int, st: StepState, out: Collector,
+                   steps: StepMarks, used: Used) -> None:
+    """Each scalar tf.Print as a metric named by its message, numbered on: a message seen again starts the next step.
+    Only messages naming a loss make a record (tf.Print also dumps shapes and debug values)."""
+    if not has(text, b"logging_ops.cc:"):
+        return
+    lines = Lines(text, first_line)
+    rows = [(m[1].decode("utf-8", "replace").strip(), _num(m[2]), m.start()) for m in _TF_PRINT.finditer(text)]
+    if not any("loss" in k.lower() for k, _, _ in rows):
+        return
+    step = st.last_step if st.last_step is not None else 0
+    seen: set[str] = set()
+    for key, value, at in rows:
+        if value is None or not key:
+            continue
+        if not seen or key in seen:
+            step += 1
+            seen = set()
+            _mark(st, steps, used, at, step, "tf_print")
+            st.inferred = True
+        seen.add(key)
+        out.add(step, key, value, lines.at(at))
+        if key.lower() in ("loss", "total loss", "total_loss"):
+            out.metric_override[key] = "loss"
+        used.add(line_start(text, at))
+
+
 # -- tensorpack ----------------------------------------------------------------------------------------------
 
 #: tensorpack's ``ScalarPrinter`` (callbacks/monitor.py): ``logger.info('{}: {:.5g}'.format(k, v))`` for every scalar,
@@ -2059,6 +2095,7 @@ FORMAT_PARSERS = (
     (parse_fasttext, (b"avgloss",)),
     (parse_smp, (b"trainits", b"validits")),
     (parse_tensorpack, (b"monitorpy",)),
+    (parse_tf_print, (b"loggingopscc",)),
     (parse_nnunet, (b"trainloss",)),
     (parse_eval_records, (b"Savingdictforglobalstep", b"Evaluationresultforstep")),
     (parse_mxnet, (b"samplessec", b"EpochValidation", b"EpochTrain")),
