@@ -57,6 +57,11 @@ DIVERGE_LOGS = 3
 GRAD_GROWTH = 4.0
 #: last loss before the failure 1.3x above its best = rising loss, not a sudden NaN
 LOSS_RISE = 1.3
+#: a climb into the NaN: the last CLIMB_LOGS finite logs before it each higher than the one before, the last at least
+#: CLIMB_RISE x the best: the run diverged first and went non-finite after (ssd.pytorch#7: 15.2 -> 15.5 -> 17.6 -> 31.7
+#: -> nan), the shape a too-large step makes
+CLIMB_LOGS = 3
+CLIMB_RISE = 2.0
 #: the failure happens with the LR within 80% of its peak so far (after warmup)
 AT_PEAK = 0.8
 #: peak LR above these is unusual for Adam-family fine-tuning (full / LoRA)
@@ -118,7 +123,7 @@ def detect(run: Run) -> Iterable[Finding]:
         top = late[late.argmax()]
         if base and top.value >= GRAD_GROWTH * base:
             signals.append(("grad", top.evidence(f"grad_norm grew from ~{fmt(base)} to {fmt(top.value)} at step {top.step}")))
-    exploded = False
+    exploded = climbed = False
     if len(loss) >= 3:
         best = loss[loss.argmin()]
         last = loss[-1]
@@ -128,6 +133,9 @@ def detect(run: Run) -> Iterable[Finding]:
             # a finite loss 1000x its best just before the NaN, with nothing saying fp16 (whose overflow gives
             # inf/NaN or the 1e34-then-0 shape of its own): the updates overshot
             exploded = last.value >= EXPLODED_RATIO * best.value and not fp16_signals(run)
+            tail = loss.values[-CLIMB_LOGS:]
+            climbed = (len(loss) >= CLIMB_LOGS + 1 and bool(np.all(np.diff(tail) > 0))
+                       and last.value >= CLIMB_RISE * best.value and not fp16_signals(run))
     ramp = False
     if lr_at is not None:
         before = lr.before(step, inclusive=True)
@@ -156,7 +164,8 @@ def detect(run: Run) -> Iterable[Finding]:
     # (finite logs after it) and a finite loss logged before it: the LR's own climb is the lead, at the verdict bar
     warmup_nan = (ramp and kinds == {"peak"} and onset is not None and onset.persistent and not onset.recovered
                   and not fp16_signals(run) and len(loss) >= 1)
-    if not diverged and not exploded and not warmup_nan and (len(kinds) < 2 or not kinds & {"grad", "loss", "high"}):
+    if not diverged and not exploded and not climbed and not warmup_nan and (
+            len(kinds) < 2 or not kinds & {"grad", "loss", "high"}):
         return
     clip = num(run.config.get("max_grad_norm"))
     evidence = [e for _, e in signals] + [fail_ev]

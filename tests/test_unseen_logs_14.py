@@ -19,6 +19,10 @@ INTERNVL_254 = "{'loss': 0.0, 'learning_rate': 3.3112582781456954e-07, 'epoch': 
 # class, by design
 KERAS_YOLO2_101 = '2017-12-21 14:46:50.722959: I tensorflow/core/kernels/logging_ops.cc:79] Loss XY \t[0.188059166]\n2017-12-21 14:46:50.722978: I tensorflow/core/kernels/logging_ops.cc:79] Loss WH \t[0.0108934361]\n2017-12-21 14:46:50.722994: I tensorflow/core/kernels/logging_ops.cc:79] Loss Conf \t[0.0540329479]\n2017-12-21 14:46:50.723009: I tensorflow/core/kernels/logging_ops.cc:79] Loss Class \t[0]\n'
 
+# https://github.com/amdegroot/ssd.pytorch/issues/7 (as pasted): the loss climbs 15.2 -> 15.5 -> 17.6 -> 31.7, then NaN;
+# the maintainer blamed stale default hyperparameters (the step size)
+SSD_7 = 'Loading base network...\nInitializing weights...\nLoading Dataset...\nTraining SSD on VOC2007\nTimer: 6.7833 sec.\niter 0 || Loss: 26.1034 || Timer: 0.2098 sec.\niter 10 || Loss: 15.1629 || Timer: 0.2115 sec.\niter 20 || Loss: 15.4713 || Timer: 0.2101 sec.\niter 30 || Loss: 17.6274 || Timer: 0.2153 sec.\niter 40 || Loss: 31.7296 || Timer: 0.2107 sec.\niter 50 || Loss: nan || Timer: 0.2113 sec.\niter 60 || Loss: nan || Timer: 0.2073 sec.\niter 70 || Loss: nan || Timer: 0.2035 sec.\niter 80 || Loss: nan || Timer: 0.2090 sec.\niter 90 || Loss: nan || Timer: 0.2055 sec.\niter 100 || Loss: nan || Timer: 0.2196 sec.\niter 110 || Loss: nan || Timer: 0.2064 sec.\niter 120 || Loss: nan || Timer: 0.2257 sec.\niter 130 || Loss: nan || Timer: 0.2051 sec.\niter 140 || Loss: nan || Timer: 0.2142 sec.\niter 150 || Loss: nan || Timer: 0.2056 sec.\niter 160 || Loss: nan || Timer: 0.2122 sec.\niter 170 || Loss: nan || Timer: 0.2090 sec.\niter 180 || Loss: nan || Timer: 0.2091 sec.\niter 190 || Loss: nan || Timer: 0.2110 sec.\n'
+
 # https://github.com/AlexeyAB/darknet/issues/4758 (as pasted): -nan in a yolo layer's line with count: 0 is a layer that
 # saw no object; normal
 DARKNET_4758 = 'v3 (mse loss, Normalizer: (iou: 0.750000, cls: 1.000000) Region 130 Avg (IOU: -nan, GIOU: -nan), Class: -nan, Obj: -nan, No Obj: 0.504471, .5R: -nan, .75R: -nan, count: 0, loss = 74375.835938, class_loss = 74375.835938, iou_loss = 0.000000\nv3 (mse loss, Normalizer: (iou: 0.750000, cls: 1.000000) Region 82 Avg (IOU: 0.310754, GIOU: 0.223625), Class: 0.568450, Obj: 0.503603, No Obj: 0.473598, .5R: 0.222222, .75R: 0.111111, count: 9, loss = 276.509735, class_loss = 265.729645, iou_loss = 10.780090\nv3 (mse loss, Normalizer: (iou: 0.750000, cls: 1.000000) Region 94 Avg (IOU: 0.291759, GIOU: 0.105928), Class: 0.524678, Obj: 0.562712, No Obj: 0.553509, .5R: 0.333333, .75R: 0.000000, count: 9, loss = 1421.265015, class_loss = 1405.048584, iou_loss = 16.216431\nv3 (mse loss, Normalizer: (iou: 0.750000, cls: 1.000000) Region 106 Avg (IOU: -nan, GIOU: -nan), Class: -nan, Obj: -nan, No Obj: 0.500648, .5R: -nan, .75R: -nan, count: 0, loss = 4664.142090, class_loss = 4664.142090, iou_loss = 0.000000\nv3 (mse loss, Normalizer: (iou: 0.750000, cls: 1.000000) Region 118 Avg (IOU: -nan, GIOU: -nan), Class: -nan, Obj: -nan, No Obj: 0.473961, .5R: -nan, .75R: -nan, count: 0, loss = 16648.542969, class_loss = 16648.542969, iou_loss = 0.000000\n'
@@ -91,3 +95,24 @@ def test_tf_print_without_a_loss_is_left_alone(tmp_path: Path):
     text = _tf_print([("0.19", "2.5")]).replace("Loss XY", "anchors").replace("Loss WH", "scale").replace("Total Loss", "iou")
     a = _run(tmp_path, text)
     assert not len(a.run.scalars)
+
+
+def test_a_monotone_climb_into_the_nan_is_the_step_size(tmp_path: Path):
+    a = _run(tmp_path, SSD_7)
+    assert _verdict(a) == ("failed", "lr_too_high")  # was: inconclusive
+    f = next(x for x in a.diagnosis.findings if x.code == "OPT001")
+    assert f.confidence == 0.55 and "loss rose from 15.16 (step 10) to 31.73 (step 40)" in f.message
+
+
+def test_an_abrupt_nan_after_a_falling_loss_is_not(tmp_path: Path):
+    rows = [f"iter {i * 10} || Loss: {v} || Timer: 0.2098 sec." for i, v in
+            enumerate(["26.1034", "15.1629", "14.4713", "13.6274", "12.7296", "nan", "nan"])]
+    a = _run(tmp_path, "\n".join(rows) + "\n")
+    assert not [x for x in a.diagnosis.findings if x.code == "OPT001"]
+
+
+def test_a_rise_that_is_not_monotone_is_not(tmp_path: Path):
+    rows = [f"iter {i * 10} || Loss: {v} || Timer: 0.2098 sec." for i, v in
+            enumerate(["26.1034", "15.1629", "31.4713", "17.6274", "31.7296", "nan", "nan"])]
+    a = _run(tmp_path, "\n".join(rows) + "\n")
+    assert not [x for x in a.diagnosis.findings if x.code == "OPT001"]
