@@ -23,6 +23,7 @@ def test_one_group_decayed_to_nothing_beside_a_live_one(tmp_path: Path):
     f = next(x for x in a.diagnosis.findings if x.code == "LRZ001")
     assert f.title == "current_lr_0 decayed to 7.05e-111: the weights it drives no longer change"
     assert "current_lr_1 is still 0.0001" in f.message
+    assert [e.where for e in f.evidence] == ["line 9", "line 10"]  # each value's own line of the block
 
 
 def test_an_exponential_decay_underflowing_at_two_logs(tmp_path: Path):

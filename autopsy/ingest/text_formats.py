@@ -1477,17 +1477,21 @@ def parse_coqui_tts(text: bytes, first_line: int, st: StepState, out: Collector,
         return
     lines = Lines(text, first_line)
     for m in _in_order(_TTS_STEP, _TTS_EVAL, text):
-        block = m[2] if m.re is _TTS_STEP else m[1]
-        pairs = [(k.decode(), v) for k, v in _TTS_PAIR.findall(block) if not k.endswith(b"_time")]
+        g = 2 if m.re is _TTS_STEP else 1
+        base = m.start(g)
+        # each value at its own line of the block (the evidence cites the line that printed it)
+        pairs = [(p[1].decode(), p[2], lines.at(base + p.start())) for p in _TTS_PAIR.finditer(m[g])
+                 if not p[1].endswith(b"_time")]
         if m.re is _TTS_STEP:
             step = int(m[1])
-            _add_pairs(out, step, lines.at(m.start()), pairs, TTS_KEYS)
+            for k, v, at in pairs:
+                _add_pairs(out, step, at, [(k, v)], TTS_KEYS)
             _mark(st, steps, used, m.start(), step, "coqui_tts")
         elif st.last_step is not None and pairs:
-            for k, v in pairs:
+            for k, v, at in pairs:
                 name = k[4:] if k.startswith("avg_") else k
                 key = "eval_" + name
-                out.add(st.last_step, key, float(v), lines.at(m.start()))
+                out.add(st.last_step, key, float(v), at)
                 out.metric_override[key] = "eval_" + TTS_KEYS.get(name, name)
             used.add(m.start())
 
