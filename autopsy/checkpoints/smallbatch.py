@@ -19,7 +19,7 @@ from math import prod
 
 import numpy as np
 
-from autopsy.checkpoints.stats import _M64, CHUNK_BYTES, FLOAT_DTYPES, IEEE, INT_UINT, _decode_max
+from autopsy.checkpoints.stats import _M64, CHUNK_BYTES, FLOAT_DTYPES, IEEE, INT_UINT, _decode_max, scratch_buffer
 from autopsy.model import TensorStat
 
 #: tensors up to this many bytes are batched (one chunk of the one-tensor path, so the digest matches).
@@ -153,7 +153,7 @@ def stat_batch(raw: np.ndarray, items: list[tuple[str, str, list[int], int, int]
         zeros_list = segment_counts(x == 0, starts).tolist()
     else:
         if scratch is not None:
-            a = _scratch_of(scratch, uint, x.size)
+            a = scratch_buffer(scratch, uint, x.size)
             np.bitwise_and(x, spec.abs_mask, out=a)
         else:
             a = np.bitwise_and(x, spec.abs_mask)
@@ -190,14 +190,6 @@ def stat_batch(raw: np.ndarray, items: list[tuple[str, str, list[int], int, int]
              for (name, _, shape, _, _), numel, nn, pp, ng, mx, z, dg
              in zip(items, numels, nan_l, pos_l, neg_l, maxes, zeros_list, digests)]
     return stats if keep is None else [stats[i] for i in keep]
-
-
-def _scratch_of(scratch: dict[type, np.ndarray], uint: type, n: int) -> np.ndarray:
-    """The first ``n`` elements of the reader's ``uint`` buffer, grown when too small (as ``Accumulator._buf``)."""
-    buf = scratch.get(uint)
-    if buf is None or buf.size < n:
-        buf = scratch[uint] = np.empty(max(n, CHUNK_BYTES // np.dtype(uint).itemsize), dtype=uint)
-    return buf[:n]
 
 
 def _decode_all(dtype: str, bits: np.ndarray) -> list[float]:

@@ -129,15 +129,21 @@ class Accumulator:
     _scratch: dict[type, np.ndarray] = field(default_factory=dict, repr=False)
 
     def _buf(self, uint: type, n: int) -> np.ndarray:
-        buf = self._scratch.get(uint)
-        if buf is None or buf.size < n:
-            buf = self._scratch[uint] = np.empty(max(n, CHUNK_BYTES // np.dtype(uint).itemsize), dtype=uint)
-        return buf[:n]
+        return scratch_buffer(self._scratch, uint, n)
 
     def max_abs(self) -> float | None:
         if self.max_bits < 0 or self.dtype not in FLOAT_DTYPES or not self.checked:
             return None
         return _decode_max(self.dtype, self.max_bits)
+
+
+def scratch_buffer(scratch: dict[type, np.ndarray], uint: type, n: int) -> np.ndarray:
+    """The first ``n`` elements of a reader's ``uint`` buffer (kept in ``scratch``, shared by its accumulators and
+    its small-tensor batches), grown when too small: one buffer reused instead of a fresh array per chunk."""
+    buf = scratch.get(uint)
+    if buf is None or buf.size < n:
+        buf = scratch[uint] = np.empty(max(n, CHUNK_BYTES // np.dtype(uint).itemsize), dtype=uint)
+    return buf[:n]
 
 
 def _decode_max(dtype: str, bits: int) -> float:
