@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from typing import Any
 
 import numpy as np
 
@@ -547,31 +548,45 @@ _RECORD_CORES = tuple((w, re.compile(w + rb"(?:[_.][\w.]{0,40})?[ \t]*[:=][ \t]*
 _VAL_LOSS_LINE = re.compile(rb"(?:\A|\n)val loss (" + NUM + rb")[ \t]*\r?(?=\n|\Z)")
 
 
+class _StepBefore:
+    """The step in force at a position of the chunk, for a held-out line printed after the training line of its step:
+    the chunk's last step mark before it; before the chunk's first mark, the step in force when the parser last ran
+    (``st.<attr>``; ``st.last_step`` already holds the end of this chunk); with no mark in the chunk, ``st.last_step``.
+    The marks are read once, at the first lookup. Call ``done()`` after the chunk."""
+
+    def __init__(self, st: StepState, steps: StepMarks, attr: str) -> None:
+        self.st, self.steps, self.attr = st, steps, attr
+        self.marks: tuple[Any, Any] | None = None
+
+    def at(self, pos: int) -> int | None:
+        if self.marks is None:
+            self.marks = self.steps.arrays() if self.steps else (None, None)
+        marks, stp = self.marks
+        if marks is None:
+            return self.st.last_step
+        i = int(np.searchsorted(marks, pos, side="right"))
+        return int(stp[i - 1]) if i else getattr(self.st, self.attr, None)
+
+    def done(self) -> None:
+        setattr(self.st, self.attr, self.st.last_step)
+
+
 def parse_step_less_val_loss(text: bytes, first_line: int, st: StepState, out: Collector,
                              steps: StepMarks, used: Used) -> None:
     """The val loss is the model's after the last printed step: it takes the step in force (0 before any)."""
     if not has(text, b"val loss "):
         return
     lines = Lines(text, first_line)
-    marks = None
+    before = _StepBefore(st, steps, "val_loss_prev_step")
     for m in _VAL_LOSS_LINE.finditer(text):
         start = m.start() + (text[m.start():m.start() + 1] == b"\n")
         if used.covers(start, m.end()):
             continue
-        if marks is None:
-            marks = steps.arrays() if steps else (None, None)
-        pos, stp = marks
-        # before this chunk's first step mark: the step in force when this parser last ran (st.last_step already
-        # holds the end of this chunk)
-        step = getattr(st, "val_loss_prev_step", None) if pos is not None else st.last_step
-        if pos is not None:
-            i = int(np.searchsorted(pos, start, side="right"))
-            if i:
-                step = int(stp[i - 1])
+        step = before.at(start)
         out.add(step if step is not None else 0, "val loss", float(m[1]), lines.at(start))
         out.metric_override["val loss"] = "eval_loss"
         used.add(start)
-    st.val_loss_prev_step = st.last_step  # type: ignore[attr-defined]
+    before.done()
 
 
 # -- pytorch/examples' "Test set: Average loss" ---------------------------------------------------------------
@@ -589,15 +604,11 @@ def parse_eval_set(text: bytes, first_line: int, st: StepState, out: Collector,
     if not has(text, b" set: Average loss: "):
         return
     lines = Lines(text, first_line)
-    pos, stp = steps.arrays() if steps else (None, None)
+    before = _StepBefore(st, steps, "eval_set_prev_step")
     for m in _EVAL_SET.finditer(text):
         if used.covers(m.start(), m.end()):
             continue
-        step = getattr(st, "eval_set_prev_step", None) if pos is not None else st.last_step
-        if pos is not None:
-            i = int(np.searchsorted(pos, m.start(), side="right"))
-            if i:
-                step = int(stp[i - 1])
+        step = before.at(m.start())
         split = m[1].decode().lower()
         line = lines.at(m.start())
         name = f"{split} set loss"
@@ -606,7 +617,7 @@ def parse_eval_set(text: bytes, first_line: int, st: StepState, out: Collector,
         if m[3] is not None and int(m[4]) > 0:
             out.add(step if step is not None else 0, f"{split} set accuracy", int(m[3]) / int(m[4]), line)
         used.add(m.start())
-    st.eval_set_prev_step = st.last_step  # type: ignore[attr-defined]
+    before.done()
 
 
 #: (parser, letters a chunk needs first), run after every other line parser
