@@ -188,6 +188,10 @@ def points(run: Run, metric: str) -> Series:
     return Series(run, arr.steps, arr.values, arr.rows)
 
 
+#: a held-out copy of a metric (``val_loss``, ``giou_val_loss``, ``test/loss``, ``eval_nll``, ``valid CER``)
+HELD_OUT = re.compile(r"(?i)(?:^|[/_.\s-])(?:eval|val|valid|validation|test|dev)(?:$|[/_.\s-])")
+
+
 #: a first log at most this many logging intervals into the run is "from the start" (HF logs first at logging_steps)
 START_INTERVALS = 3
 

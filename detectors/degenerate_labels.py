@@ -32,7 +32,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from autopsy.model import Finding, Run
-from detectors._common import Series, fmt, points, starts_at_start
+from detectors._common import HELD_OUT, Series, fmt, points, starts_at_start
 
 CODE = "LBL002"
 SLUG = "degenerate-labels"
@@ -52,7 +52,8 @@ HELD_OUT_FAR = 0.9
 #: a top-1 accuracy of a classifier or a segmenter (per-batch or running)
 _ACC = re.compile(r"(?i)(?:^|[/._\s-])(?:acc(?:uracy)?(?:@1|_?top1|_seg)?|top1(?:_acc(?:uracy)?)?|pixel_acc|class_acc)$")
 _TOP_K = re.compile(r"(?i)(?:@|top[_-]?)([2-9]|\d\d)")
-_HELD_OUT = re.compile(r"(?i)(?:^|[/._\s-])(?:eval|val|valid|validation|test|dev)(?:$|[/._\s-])|^(?:val|test|eval)")
+#: a held-out name also when it only starts so (camelCase ``valAcc``, ``testAccuracy``)
+_HELD_OUT_LEAD = re.compile(r"(?i)^(?:val|test|eval)")
 
 
 def _accuracy_metrics(run: Run) -> tuple[list[str], list[str]]:
@@ -62,7 +63,7 @@ def _accuracy_metrics(run: Run) -> tuple[list[str], list[str]]:
         name = m.strip()
         if not _ACC.search(name) or _TOP_K.search(name):
             continue
-        (held if _HELD_OUT.search(name) else train).append(m)
+        (held if HELD_OUT.search(name) or _HELD_OUT_LEAD.match(name) else train).append(m)
     return train, held
 
 

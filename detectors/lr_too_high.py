@@ -124,6 +124,7 @@ def detect(run: Run) -> Iterable[Finding]:
         if base and top.value >= GRAD_GROWTH * base:
             signals.append(("grad", top.evidence(f"grad_norm grew from ~{fmt(base)} to {fmt(top.value)} at step {top.step}")))
     exploded = climbed = False
+    fp16 = bool(fp16_signals(run))  # read once: it looks through the config, the events and the loss scale
     if len(loss) >= 3:
         best = loss[loss.argmin()]
         last = loss[-1]
@@ -132,10 +133,10 @@ def detect(run: Run) -> Iterable[Finding]:
                                                   f"{fmt(last.value)} (step {last.step}) before the failure")))
             # a finite loss 1000x its best just before the NaN, with nothing saying fp16 (whose overflow gives
             # inf/NaN or the 1e34-then-0 shape of its own): the updates overshot
-            exploded = last.value >= EXPLODED_RATIO * best.value and not fp16_signals(run)
+            exploded = last.value >= EXPLODED_RATIO * best.value and not fp16
             tail = loss.values[-CLIMB_LOGS:]
             climbed = (len(loss) >= CLIMB_LOGS + 1 and bool(np.all(np.diff(tail) > 0))
-                       and last.value >= CLIMB_RISE * best.value and not fp16_signals(run))
+                       and last.value >= CLIMB_RISE * best.value and not fp16)
     ramp = False
     if lr_at is not None:
         before = lr.before(step, inclusive=True)
@@ -163,7 +164,7 @@ def detect(run: Run) -> Iterable[Finding]:
     # a NaN that comes while the LR is still ramping up (warmup) and stays, with nothing saying fp16 or a bad batch
     # (finite logs after it) and a finite loss logged before it: the LR's own climb is the lead, at the verdict bar
     warmup_nan = (ramp and kinds == {"peak"} and onset is not None and onset.persistent and not onset.recovered
-                  and not fp16_signals(run) and len(loss) >= 1)
+                  and not fp16 and len(loss) >= 1)
     if not diverged and not exploded and not climbed and not warmup_nan and (
             len(kinds) < 2 or not kinds & {"grad", "loss", "high"}):
         return

@@ -29,13 +29,13 @@ Remedies:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 import numpy as np
 
 from autopsy.model import CONDITIONAL_REMEDY, Evidence, Finding, Run
 from detectors._common import (
+    HELD_OUT,
     Onset,
     bf16_or_fp32,
     checkpoint_evidence,
@@ -49,9 +49,6 @@ from detectors._common import (
     transient_first_gradnorm,
     value_at,
 )
-
-#: a held-out copy of a loss (``val_loss``, ``giou_val_loss``, ``test/loss``, ``eval_nll``)
-_HELD_OUT = re.compile(r"(?i)(?:^|[/_.\s-])(?:eval|val|valid|validation|test|dev)(?:$|[/_.\s-])")
 
 CODE = "NUM001"
 SLUG = "nonfinite-onset"
@@ -104,7 +101,7 @@ def detect(run: Run) -> Iterable[Finding]:
                                "so the first forward passes (loaded weights, dtype, inputs) are suspects as well as "
                                f"the ones below, {CONDITIONAL_REMEDY}.")
     loss = points(run, "loss")
-    held_out = onset.metric == "eval_loss" or _HELD_OUT.search(onset.metric) is not None
+    held_out = onset.metric == "eval_loss" or HELD_OUT.search(onset.metric) is not None
     eval_only = held_out and len(loss) > 0 and bool(loss.finite.all())
     if eval_only:
         remedies.insert(0, "Only the evaluation is non-finite: evaluate on a slice of the training data with the same "
