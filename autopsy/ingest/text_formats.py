@@ -1081,6 +1081,33 @@ def _row_cells(text: bytes, m: re.Match[bytes], names: list[str], starts: list[i
     return cells
 
 
+#: a header's two-word column names (``train loss``, ``valid acc``): a split word and a metric word after it
+_SPLIT_LEADS = {"train", "training", "trn", "valid", "validation", "val", "dev", "test", "eval"}
+_SPLIT_TAILS = {"loss", "acc", "accuracy", "error", "err", "ppl", "perplexity", "f1", "auc", "map", "iou", "wer", "cer",
+                "bleu", "score"}
+
+
+def _joined_names(names: list[str]) -> list[str]:
+    """Header cells with each ``<split> <metric>`` pair of words joined by ``_`` (``train_loss``)."""
+    out: list[str] = []
+    i = 0
+    while i < len(names):
+        if i + 1 < len(names) and names[i].lower() in _SPLIT_LEADS and names[i + 1].lower() in _SPLIT_TAILS:
+            out.append(f"{names[i]}_{names[i + 1]}")
+            i += 2
+        else:
+            out.append(names[i])
+            i += 1
+    return out
+
+
+def _aligned(text: bytes, m: re.Match[bytes], offsets: list[int]) -> bool:
+    """Every value of a fixed-width row starts under a header cell (within a column of it): else the header's
+    words do not name the row's columns."""
+    ls = m.start()
+    return all(any(abs(t.start() - ls - c) <= 1 for c in offsets) for t in _TOKEN.finditer(text, ls, m.end()))
+
+
 def parse_columns(text: bytes, first_line: int, st: StepState, out: Collector,
                   steps: StepMarks, used: Used) -> None:
     """Runs of ``step value [value...]`` rows (a pasted ``step loss`` listing, a code fence).
@@ -1117,13 +1144,17 @@ def parse_columns(text: bytes, first_line: int, st: StepState, out: Collector,
             hm = _COL_HEAD.match(text, ls, prev_end)
             if hm is not None:
                 cand = [c.decode() for c in _SPLIT.split(hm[1].strip()) if c]
+                joined = _joined_names(cand)
                 if len(cand) == ncols:
                     names = cand
+                elif len(joined) == ncols:
+                    names = joined  # "epoch train loss valid loss accuracy" (a rendered table pasted as text)
                 elif len(cand) > ncols and b"\t" not in hm[1] and not _DELIMS.search(hm[1]):
                     # chainer's PrintReport (ESPnet1): fixed-width columns, a cell left blank where no value was
                     # reported this time (validation columns): values sit at their header's offset
-                    names = cand
-                    starts = [t.start() - ls for t in _TOKEN.finditer(text, ls, prev_end)]
+                    offsets = [t.start() - ls for t in _TOKEN.finditer(text, ls, prev_end)]
+                    if all(_aligned(text, m, offsets) for m in run):
+                        names, starts = cand, offsets
         if names is None:
             if ncols != 2 or len(run) < MIN_COLUMN_ROWS:
                 run.clear()
@@ -1267,6 +1298,29 @@ def parse_darknet_regions(text: bytes, first_line: int, st: StepState, out: Coll
         return
     for m in _DARKNET_REGION.finditer(text):
         used.add(m.start())
+
+
+# -- openseg.pytorch / torchcv ---------------------------------------------------------------------------
+
+#: the trainers of openseg.pytorch, torchcv and their forks (ContrastiveSeg, HRNet-OCR, ...) report every
+#: ``display_iter`` iterations in one two-line message: ``Train Epoch: 0\tTrain Iteration: 30\tTime ...`` then
+#: ``Learning rate = [0.00099, 0.0099]\tLoss = 0.71 (ave = 0.73)``. ``Loss`` is the last iteration's, ``ave`` the mean
+#: since the last report; the LR is one value or a list, one per parameter group (the first is kept)
+_OPENSEG = re.compile(rb"Train Iteration: (\d+)[^\r\n]{0,2000}\r?\n[ \t]*(Learning rate = \[?[ \t]*(" + NUM
+                      + rb")[^\t\r\n]{0,2000}?[ \t]+)?Loss = (" + NUM + rb") \(ave = (" + NUM + rb")\)")
+
+
+def parse_openseg(text: bytes, first_line: int, st: StepState, out: Collector,
+                  steps: StepMarks, used: Used) -> None:
+    if not has(text, b"Train Iteration: "):
+        return
+    lines = Lines(text, first_line)
+    for m in _OPENSEG.finditer(text):
+        step = int(m[1])
+        pairs = [("loss", m[4]), ("loss_ave", m[5])] + ([("lr", m[3])] if m[3] is not None else [])
+        _add_pairs(out, step, lines.at(m.start(4)), pairs, {"lr": "learning_rate"})
+        _mark(st, steps, used, m.start(), step, "openseg")
+        used.add(m.start(2) if m[2] is not None else m.start(4))
 
 
 # -- Kaldi nnet3 / EESEN ----------------------------------------------------------------------------------
@@ -2088,6 +2142,7 @@ FORMAT_PARSERS = (
     (parse_opennmt, (b"accppl", b"Validationperplexity", b"Validationaccuracy", b"Trainperplexity")),
     (parse_darknet, (b"ratesecondsimages",)),
     (parse_darknet_regions, (b"RegionAvg",)),
+    (parse_openseg, (b"TrainIteration",)),
     (parse_kaldi, (b"objectivefunctionfor", b"ObjlogPzx")),
     (parse_marian, (b"EpUpSenCost", b"EpUpnewbest", b"EpUpstalled")),
     (parse_mindspore, (b"steplossis", b"Invalidloss")),

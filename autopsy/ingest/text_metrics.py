@@ -462,10 +462,16 @@ _MM_ITER = re.compile(rb"Iter\((train|val|test)\)\s*\[\s*(\d+)/(\d+)\]([^\n\r]{0
 _MMCV_ITER = re.compile(rb"Iter \[\s*(\d+)/(\d+)\]([^\n\r]{0,4000})")
 _KV_COLON = re.compile(rb"([A-Za-z_][\w./-]{0,60}(?:\([\w/]+\))?)\s*:\s*(" + NUM + rb")(?![\w:])")
 #: (also carpedm20 DCGAN-tensorflow's ``Epoch: [%2d/%2d] [%4d/%4d] time: %4.4f, d_loss: %.8f, g_loss: %.8f``)
-_MAE = re.compile(rb"Epoch: \[\s*(\d+)(?:/\s*\d+)?\]\s+\[\s*(\d+)/(\d+)\]([^\n\r]{0,4000})")
+#: (and LAVIS' runners and their forks (MiniGPT-4, InstructBLIP, Video-LLaMA): ``Train: data epoch: [0]  [  50/4427]``,
+#: an iteration-based runner adding ``; inner epoch [3]``, the epoch its ``[i/N]`` counts within)
+_MAE = re.compile(rb"(?:Epoch|data epoch): \[\s*(\d+)(?:/\s*\d+)?\](?:; inner epoch \[(\d+)\])?\s+\[\s*(\d+)/(\d+)\]"
+                  rb"([^\n\r]{0,4000})")
 _MAE_PAIR = re.compile(rb"([A-Za-z_][\w ]{0,30}?):\s+(" + NUM + rb")(?:\s*\(" + NUM + rb"\))?(?![\w:])")
 _DS_STEP = re.compile(rb"\[Rank \d+\] step=(\d+), skipped=(\d+), lr=\[([^\]\n\r]{0,2000})\]")
-_LIGHTNING = re.compile(rb"Epoch (\d+):\s*\d+%\|[^|\n\r]{0,400}\|\s*(\d+)/(\d+)\s*\[[^\]\n\r]{0,400}?,((?:\s*[\w/.]+=[^,\]\s]+,?)+)\]")
+#: (a bar pasted from a narrow terminal is cut before its ``]``: read to the line's end, where the last pair
+#: may be cut mid-value unless a comma follows it)
+_LIGHTNING = re.compile(rb"Epoch (\d+):\s*\d+%\|[^|\n\r]{0,400}\|\s*(\d+)/(\d+)\s*\[[^\]\n\r]{0,400}?,((?:\s*[\w/.]+=[^,\]\s]+,?)+)"
+                        rb"(?:\]|[ \t]*(?=[\r\n]|\Z))")
 _EQ_PAIR = re.compile(rb"([\w/.]+)=(" + NUM + rb")(?![\w])")
 _SKIP_KEYS = {"eta", "time", "data_time", "data", "max mem", "memory", "v_num", "it", "iter", "step", "rank",
               "local_rank", "rank_id", "epoch", "batch"}
@@ -531,12 +537,13 @@ def _mark_step(st: StepState, steps: StepMarks, used: Used, pos: int, step: int)
 def parse_mae(text: bytes, first_line: int, st: StepState, out: Collector,
               steps: StepMarks, used: Used) -> None:
     """``Epoch: [8]  [ 200/2293]  eta: ...  lr: 0.000004  loss: 0.2606 (0.2654)``: value, then running mean."""
-    if not has(text, b"Epoch: ["):
+    if not has(text, b"Epoch: [") and not has(text, b"data epoch: ["):
         return
     lines = Lines(text, first_line)
     for m in _MAE.finditer(text):
-        step = int(m[1]) * int(m[3]) + int(m[2])  # both 0-based in the MetricLogger
-        if _add_pairs(out, step, lines.at(m.start()), _MAE_PAIR.findall(m[4])):
+        epoch = int(m[2] if m[2] is not None else m[1])
+        step = epoch * int(m[4]) + int(m[3])  # both 0-based in the MetricLogger
+        if _add_pairs(out, step, lines.at(m.start()), _MAE_PAIR.findall(m[5])):
             _mark_step(st, steps, used, m.start(), step)
 
 
@@ -565,7 +572,10 @@ def parse_lightning(text: bytes, first_line: int, st: StepState, out: Collector,
     for m in _LIGHTNING.finditer(text):
         if b"global_step=" in m[4]:
             continue  # NeMo: text_formats.parse_tqdm_postfix reads the trainer's global_step
-        pairs = [(key_str(k), v) for k, v in _EQ_PAIR.findall(m[4]) if k != b"v_num"]
+        postfix = m[4]
+        if text[m.end() - 1:m.end()] != b"]" and not postfix.rstrip().endswith(b","):
+            postfix = postfix[:postfix.rfind(b",") + 1]  # cut before its "]": the last value may be cut too
+        pairs = [(key_str(k), v) for k, v in _EQ_PAIR.findall(postfix) if k != b"v_num"]
         if not any(is_loss_like(k) for k, _ in pairs):
             continue
         step = int(m[1]) * int(m[3]) + int(m[2])  # per-epoch counter; total may include val batches
@@ -857,6 +867,6 @@ def _is_eval_line(norms: list[str]) -> bool:
 
 
 #: the line parsers with the letters (``events.letters_of``) a chunk needs before each is worth running
-PARSERS = ((parse_minimind, (b"Epoch",)), (parse_mm, (b"Epoch", b"Iter")), (parse_mae, (b"Epoch",)),
+PARSERS = ((parse_minimind, (b"Epoch",)), (parse_mm, (b"Epoch", b"Iter")), (parse_mae, (b"Epoch", b"epoch")),
            (parse_deepspeed, (b"step",)), (parse_lightning, (b"Epoch",)),
            (parse_generic, (b"tep", b"ter", b"TEP", b"TER")))

@@ -1,0 +1,89 @@
+"""Round 15 (2026-11-28): formats the held-out sets showed unread, each the printout of a whole family of trainers, and
+a header whose words outnumber the row's cells (a rendered table pasted as text), which was read into wrong columns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.test_unseen_logs import _run, _series, _verdict
+
+# https://github.com/salesforce/LAVIS/issues/111 (as pasted): LAVIS' runner header "Train: data epoch: [0]" over the
+# MetricLogger's "[  50/4427]" (the same header in MiniGPT-4, InstructBLIP, Video-LLaMA)
+LAVIS_111 = '[INFO] Start training epoch 0, 4427 iters per inner epoch.\nTrain: data epoch: [0]  [   0/4427]  eta: 9:01:56  lr: 0.000000  loss: 1.9126  time: 7.3449  data: 0.0000  max mem: 26284\n[INFO] Reducer buckets have been rebuilt in this iteration.\nTrain: data epoch: [0]  [  50/4427]  eta: 6:32:09  lr: 0.000001  loss: nan  time: 5.3553  data: 0.0000  max mem: 34957\n'
+
+# https://github.com/tfzhou/ContrastiveSeg/issues/68 (as pasted): openseg.pytorch's two-line report, "Train Iteration: 30"
+# and, on the next line, "Learning rate = [...]  Loss = nan (ave = nan)"
+CONTRASTIVESEG_68 = '2023-08-07 16:07:13,007 INFO    [trainer.py, 229] Train Epoch: 0        Train Iteration: 30      Time 4.248s / 10iters, (0.425)  Forward Time 2.557s / 10iters, (0.256)  Backward Time 1.583s / 10iters, (0.158)  Loss Time 0.075s / 10iters, (0.007)     Data load 0.033s / 10iters, (0.003317)\nLearning rate = [0.0009995649894856365, 0.009995649894856365, 0.009995649894856365]     Loss = nan (ave = nan)\n'
+
+# https://github.com/EveryVoiceTTS/EveryVoice/issues/232 (as pasted): Lightning bars cut by the terminal before their "]"
+EVERYVOICE_232 = 'Epoch 0:   4%|▎         | 1/28 [00:12<05:50,  0.08it/s, v_num=base, training/pitch_loss=0.950, training/energy_loss=0.931, training/duration_loss=2.580, training/spec_loss=19.70, training/postnet_loss=21.00, \nEpoch 0:   7%|▋         | 2/28 [00:18<04:04,  0.11it/s, v_num=base, training/pitch_loss=0.950, training/energy_loss=0.931, training/duration_loss=2.580, training/spec_loss=19.70, training/postnet_loss=21.00, \nEpoch 0:   7%|▋         | 2/28 [00:18<04:04,  0.11it/s, v_num=base, training/pitch_loss=nan.0, training/energy_loss=nan.0, training/duration_loss=nan.0, training/spec_loss=nan.0, training/postnet_loss=nan.0, ' + "\n"
+
+# https://github.com/fastai/fastai/issues/941 (as pasted, the header and the row of its table; the row before it is
+# added so the table has the two rows a headed table needs)
+FASTAI_941 = "epoch train loss valid loss accuracy_thresh f2_opt\n0 0.612 0.598 0.981 0.402\n1 nan nan 0.997788 0.000000\n"
+
+
+def test_lavis_header_over_the_metric_logger_is_read(tmp_path: Path):
+    a = _run(tmp_path, LAVIS_111)
+    df = a.run.scalars
+    loss = df[df["metric"] == "loss"].sort_values("step")
+    assert loss["step"].tolist() == [0, 50]  # was: nothing read
+    assert loss["value"].iloc[0] == 1.9126 and loss["value"].isna().iloc[1]
+    assert _verdict(a)[0] != "healthy"
+
+
+def test_lavis_inner_epoch_counts_the_step():
+    import re
+
+    from autopsy.ingest.text_metrics import _MAE
+    m = _MAE.search(b"Train: data epoch: [0]; inner epoch [3]  [  50/500]  eta: 0:01:00  lr: 0.000010  loss: 2.1\n")
+    assert m is not None and int(m[2]) * int(m[4]) + int(m[3]) == 1550
+    assert re.search(rb"loss", m[5])
+
+
+def test_openseg_two_line_report_is_read(tmp_path: Path):
+    a = _run(tmp_path, CONTRASTIVESEG_68)
+    df = a.run.scalars
+    loss = df[df["metric"] == "loss"]
+    assert loss["step"].tolist() == [30] and loss["value"].isna().all()  # was: nothing read
+    lr = df[df["metric"] == "learning_rate"]["value"].tolist()
+    assert lr == [0.0009995649894856365]
+    assert a.diagnosis.verdict.status != "healthy"
+
+
+def test_openseg_finite_report_keeps_both_values(tmp_path: Path):
+    text = CONTRASTIVESEG_68.replace("Loss = nan (ave = nan)", "Loss = 0.71053201 (ave = 0.73312000)")
+    a = _run(tmp_path, text)
+    assert _series(a, "loss") == [0.71053201]
+
+
+def test_lightning_bars_cut_before_their_bracket_are_read(tmp_path: Path):
+    a = _run(tmp_path, EVERYVOICE_232)
+    df = a.run.scalars
+    spec = df[df["metric"] == "training/spec_loss"].sort_values("step")
+    assert spec["value"].iloc[0] == 19.70 and spec["value"].isna().iloc[-1]  # was: nothing read
+    assert a.diagnosis.verdict.status != "healthy"
+
+
+def test_a_cut_bar_drops_its_last_value_when_no_comma_follows(tmp_path: Path):
+    line = EVERYVOICE_232.splitlines()[0].rstrip(", ")[:-2] + "\n"  # "...postnet_loss=21." cut mid-value
+    a = _run(tmp_path, line * 3)
+    df = a.run.scalars
+    assert "training/postnet_loss" not in set(df["metric"])
+    assert "training/spec_loss" in set(df["metric"])
+
+
+def test_two_word_column_names_are_joined(tmp_path: Path):
+    a = _run(tmp_path, FASTAI_941)
+    df = a.run.scalars
+    assert set(df["key"]) >= {"train_loss", "valid_loss", "accuracy_thresh"}
+    tl = df[df["key"] == "train_loss"].sort_values("step")["value"]
+    assert tl.iloc[0] == 0.612 and tl.isna().iloc[1]
+    assert _verdict(a)[0] != "healthy"  # was: healthy, the NaN read into a column named "train"
+
+
+def test_a_header_not_over_its_values_names_no_columns(tmp_path: Path):
+    """More header words than cells and the values not under them: not a fixed-width table."""
+    text = "epoch lr train acc top5 valid acc top5\n0 0.5 0.4 0.99 0.1\n1 nan nan 0.9 0.2\n"
+    a = _run(tmp_path, text)
+    assert not len(a.run.scalars) or "train" not in set(a.run.scalars["key"])
