@@ -198,9 +198,9 @@ START_INTERVALS = 3
 
 def starts_at_start(rows: Series) -> bool:
     """The first log is near the run's start (a few logging intervals in), not an excerpt from its middle: only
-    then does "from the first log on" mean "from the start". One point: taken as the start."""
-    if len(rows) < 2:
-        return True
+    then does "from the first log on" mean "from the start". One point (or one step): taken as the start."""
+    if len(rows) < 2 or bool((rows.steps == rows.steps[0]).all()):
+        return True  # (one record printed by every rank is one point)
     gaps = np.diff(rows.steps.astype(np.float64))
     interval = float(np.median(gaps[gaps > 0])) if (gaps > 0).any() else 1.0
     return float(rows.steps[0]) <= START_INTERVALS * max(interval, 1.0)

@@ -87,3 +87,21 @@ def test_a_header_not_over_its_values_names_no_columns(tmp_path: Path):
     text = "epoch lr train acc top5 valid acc top5\n0 0.5 0.4 0.99 0.1\n1 nan nan 0.9 0.2\n"
     a = _run(tmp_path, text)
     assert not len(a.run.scalars) or "train" not in set(a.run.scalars["key"])
+
+
+# https://github.com/microsoft/onnxruntime/pull/17685 (as pasted, the UserWarning line dropped): one record printed twice
+# at the same step (two processes), loss 0.0 and LR 0
+ORT_17685 = "  1%|██▏                                                                                                                                                                                                                                               | 9/1000 [00:05<03:57,  4.17it/s][WARNING|trainer_pt_utils.py:849] 2023-09-25 08:30:44,791 >> tried to get lr value before scheduler/optimizer started stepping, returning lr=0\n{'loss': 0.0, 'learning_rate': 0, 'epoch': 0.0}\n  1%|██▏                                                                                                                                                                                                                                               | 9/1000 [00:05<03:57,  4.17it/s][WARNING|trainer_pt_utils.py:849] 2023-09-25 08:30:44,889 >> tried to get lr value before scheduler/optimizer started stepping, returning lr=0\n{'loss': 0.0, 'learning_rate': 0, 'epoch': 0.0}\n"
+
+
+def test_one_record_printed_by_two_ranks_is_the_start(tmp_path: Path):
+    a = _run(tmp_path, ORT_17685)
+    assert _verdict(a)[0] != "healthy"  # was: healthy, "loss 0 -> 0 over 2 logged points"
+    assert any(f.code == "LBL001" for f in a.diagnosis.findings)
+
+
+def test_an_excerpt_from_the_middle_at_zero_is_not_the_start(tmp_path: Path):
+    """Two distinct steps far into the run: "from the first log" is not "from the start" (unchanged)."""
+    text = '{"loss": 0.0, "learning_rate": 2e-05, "step": 3000}\n{"loss": 0.0, "learning_rate": 2e-05, "step": 3010}\n'
+    a = _run(tmp_path, text)
+    assert not any(f.code == "LBL001" for f in a.diagnosis.findings)
