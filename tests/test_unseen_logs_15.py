@@ -105,3 +105,27 @@ def test_an_excerpt_from_the_middle_at_zero_is_not_the_start(tmp_path: Path):
     text = '{"loss": 0.0, "learning_rate": 2e-05, "step": 3000}\n{"loss": 0.0, "learning_rate": 2e-05, "step": 3010}\n'
     a = _run(tmp_path, text)
     assert not any(f.code == "LBL001" for f in a.diagnosis.findings)
+
+# https://github.com/alibaba/Megatron-LLaMA/issues/31 (as pasted): the reporter's own "iter N: loss" printout of two runs
+MEGATRON_LLAMA_31 = ("----------------------------------\nOverlappedDistributedOptimizer\n----------------------------------\n"
+                     "iter 1: 1.764603\niter 2: 1.693627\niter 3: 1.751950\niter 4: 1.745651\niter 5: 1.781831\n\n"
+                     "----------------------------------\nDistributedOptimizer\n----------------------------------\n"
+                     "iter 1: 1.764603\niter 2: 1.693627\niter 3: 1.751948\niter 4: 1.745644\niter 5: 1.781826\n")
+
+
+def test_step_word_and_one_value_per_line_is_a_loss_listing(tmp_path: Path):
+    a = _run(tmp_path, MEGATRON_LLAMA_31)
+    assert _verdict(a) == ("healthy", "healthy")  # was: nothing read
+    df = a.run.scalars
+    assert sorted(df[df["metric"] == "loss"]["step"].tolist()) == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+
+
+def test_a_nan_in_such_a_listing_is_not_healthy(tmp_path: Path):
+    text = MEGATRON_LLAMA_31.replace("iter 4: 1.745644", "iter 4: nan").replace("iter 5: 1.781826", "iter 5: nan")
+    a = _run(tmp_path, text)
+    assert _verdict(a)[0] != "healthy"
+
+
+def test_two_such_lines_are_prose(tmp_path: Path):
+    a = _run(tmp_path, "We compared both.\niter 1: 1.764603\niter 2: 1.693627\nThat is all.\n")
+    assert not len(a.run.scalars)

@@ -1195,6 +1195,37 @@ def parse_columns(text: bytes, first_line: int, st: StepState, out: Collector,
     flush()
 
 
+#: a step word, its count and one unnamed value per line (``iter 1: 1.764603``, ``step 100: 2.31``): a ``step loss``
+#: listing a user printed by hand, read like a headerless two-column run (MIN_COLUMN_ROWS consecutive lines at rising
+#: steps; fewer is prose)
+_STEP_VALUE_ROW = (rb"[ \t]*(?:[Ss]tep|STEP|[Ii]ter|ITER|[Ii]teration|[Ee]poch|EPOCH)[ \t]*(\d+)[ \t]*:[ \t]*(" + NUM
+                   + rb")[ \t]*(?=\r?\n|\r?\Z)")
+
+
+def parse_step_value_rows(text: bytes, first_line: int, st: StepState, out: Collector,
+                          steps: StepMarks, used: Used) -> None:
+    lines = Lines(text, first_line)
+    run: list[re.Match[bytes]] = []
+
+    def flush() -> None:
+        got = [int(m[1]) for m in run]
+        if len(run) >= MIN_COLUMN_ROWS and all(b > a for a, b in zip(got, got[1:])):
+            for m, step in zip(run, got):
+                out.add(step, "loss", float(m[2]), lines.at(m.start()))
+                _mark(st, steps, used, m.start(), step)
+        run.clear()
+
+    last_end = -2
+    for m in line_matches(_STEP_VALUE_ROW, text):
+        if used.covers(m.start(), m.end()):
+            continue
+        if run and (text[last_end:m.start()].strip(b"\r\n") != b"" or text.count(b"\n", last_end, m.start()) > 1):
+            flush()
+        run.append(m)
+        last_end = m.end()
+    flush()
+
+
 # -- epoch-local batch counters ----------------------------------------------------------------------
 
 def epoch_step(st: StepState, fmt: str, epoch: int, local: int) -> int:
@@ -2172,5 +2203,6 @@ FORMAT_PARSERS = (
     (parse_kv_table, (b"",)),
     (parse_pipe_table, (b"",)),
     (parse_columns, (b"",)),
+    (parse_step_value_rows, (b"tep", b"ter", b"poch", b"TEP", b"TER", b"POCH")),
 )
 
