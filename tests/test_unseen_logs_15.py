@@ -129,3 +129,22 @@ def test_a_nan_in_such_a_listing_is_not_healthy(tmp_path: Path):
 def test_two_such_lines_are_prose(tmp_path: Path):
     a = _run(tmp_path, "We compared both.\niter 1: 1.764603\niter 2: 1.693627\nThat is all.\n")
     assert not len(a.run.scalars)
+
+
+# https://github.com/deepspeedai/DeepSpeedExamples/issues/444 (as pasted, from the first inf log on): DeepSpeed-Chat step 3
+# in fp16; the paste stops inside the ZeRO optimizer's loss-scale update, before the exception line
+DSCHAT_444 = '|E2E latency=2.14s |Gather latency=0.00s (0.00%) |Generate time=1.62s (75.39%) |Training time=0.42s (19.74%) |Others=0.10 (4.87%)|CurSamplesPerSec=1.87 |AvgSamplesPerSec=1.95\nepoch: 0|step: 3184|ppo_ep: 1|act_loss: inf|cri_loss: inf|unsuper_loss: 0.0\naverage reward score: -6.359375\n-------------------------------------------------------------------------------------\n|E2E latency=2.16s |Gather latency=0.00s (0.00%) |Generate time=1.64s (76.19%) |Training time=0.42s (19.25%) |Others=0.10 (4.56%)|CurSamplesPerSec=1.85 |AvgSamplesPerSec=1.95\nepoch: 0|step: 3185|ppo_ep: 1|act_loss: inf|cri_loss: inf|unsuper_loss: 0.0\naverage reward score: -4.54296875\n|E2E latency=2.06s |Gather latency=0.00s (0.00%) |Generate time=1.54s (74.86%) |Training time=0.42s (20.36%) |Others=0.10 (4.77%)|CurSamplesPerSec=1.94 |AvgSamplesPerSec=1.95\nepoch: 0|step: 3196|ppo_ep: 1|act_loss: inf|cri_loss: inf|unsuper_loss: 0.0\naverage reward score: -4.56640625\n-------------------------------------------------------------------------------------\n|E2E latency=2.10s |Gather latency=0.00s (0.00%) |Generate time=1.58s (75.15%) |Training time=0.42s (19.89%) |Others=0.10 (4.97%)|CurSamplesPerSec=1.90 |AvgSamplesPerSec=1.95\nepoch: 0|step: 3197|ppo_ep: 1|act_loss: inf|cri_loss: inf|unsuper_loss: 0.0\naverage reward score: -6.9453125\n-------------------------------------------------------------------------------------\n|E2E latency=2.08s |Gather latency=0.00s (0.00%) |Generate time=1.56s (75.20%) |Training time=0.42s (19.98%) |Others=0.10 (4.82%)|CurSamplesPerSec=1.93 |AvgSamplesPerSec=1.95\nepoch: 0|step: 3198|ppo_ep: 1|act_loss: inf|cri_loss: inf|unsuper_loss: 0.0\naverage reward score: -5.7421875\n-------------------------------------------------------------------------------------\n|E2E latency=2.03s |Gather latency=0.00s (0.00%) |Generate time=1.52s (74.74%) |Training time=0.41s (20.41%) |Others=0.10 (4.85%)|CurSamplesPerSec=1.97 |AvgSamplesPerSec=1.95\nTraceback (most recent call last):\n  File "./training/step3_rlhf_finetuning/main_for_pai.py", line 534, in <module>\n    main(args, device)\n  File "./training/step3_rlhf_finetuning/main_for_pai.py", line 454, in main\n    actor_loss, critic_loss = trainer.train_rlhf(exp_data)\n  File "/apsara/TempRoot/Odps/multilingual_pretrain_dev_20230426074853813go3o9w73_e39195b8_a45c_45a2_8ec3_89b20a0fbe25_AlgoTask_0_0/PyTorchWorker@#0/workspace/training/step3_rlhf_finetuning/ppo_trainer.py", line 173, in train_rlhf\n    self.actor_model.step()\n  File "/opt/conda/lib/python3.8/site-packages/deepspeed/runtime/hybrid_engine.py", line 397, in step\n    super().step(lr_kwargs=lr_kwargs)\n  File "/opt/conda/lib/python3.8/site-packages/deepspeed/runtime/engine.py", line 1988, in step\n    self._take_model_step(lr_kwargs)\n  File "/opt/conda/lib/python3.8/site-packages/deepspeed/runtime/engine.py", line 1895, in _take_model_step\n    self.optimizer.step()\n  File "/opt/conda/lib/python3.8/site-packages/deepspeed/runtime/zero/stage_1_and_2.py", line 1652, in step\n    self._update_scale(self.overflow)\n  File "/opt/conda/lib/python3.8/site-packages/deepspeed/runtime/zero/stage_1_and_2.py", line 1896, in _update_scale\n    self.loss_scaler.update_scale(has_overflow)\n'
+
+
+def test_a_traceback_cut_inside_deepspeeds_scaler_update_is_the_min_scale_abort(tmp_path: Path):
+    a = _run(tmp_path, DSCHAT_444)
+    assert _verdict(a) == ("failed", "loss_scale_collapse")  # was: a crash naming no cause
+    ev = a.run.events_of("loss_scale_min")
+    assert ev and ev[0].line == DSCHAT_444.count("\n") - 1 and "update_scale" in ev[0].message
+
+
+def test_a_traceback_cut_elsewhere_in_deepspeed_implies_nothing(tmp_path: Path):
+    text = DSCHAT_444[:DSCHAT_444.index('  File "/opt/conda/lib/python3.8/site-packages/deepspeed/runtime/zero/stage_1_and_2.py", line 1896')]
+    a = _run(tmp_path, text)
+    assert not a.run.events_of("loss_scale_min")
+    assert _verdict(a)[1] != "loss_scale_collapse"

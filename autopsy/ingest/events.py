@@ -481,6 +481,13 @@ _RANK_PREFIX = re.compile(r"^\s*\[(?:rank|RANK|Rank|default|trainer)[ _]?\d{1,5}
 _TB_RAISE = re.compile(r"""^\s*raise\s+([A-Z]\w*(?:Error|Exception|Exit|Interrupt))\b(?:\(\s*(?:f?(["'])(.*?)\2)?)?""")
 
 
+#: DeepSpeed's fp16 ``DynamicLossScaler.update_scale`` (``runtime/fp16/loss_scaler.py``) raises one exception only:
+#: ``Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.``; a paste cut inside it (or in
+#: the optimizer's ``_update_scale`` calling it: ZeRO 1/2/3, the fp16 optimizers) is that abort
+_DS_SCALER_FILE = re.compile(r"deepspeed[/\\]runtime[/\\]")
+_DS_SCALER_CALL = re.compile(r"loss_scaler\.update_scale\(")
+
+
 class TracebackTracker:
     """Collects ``Traceback (most recent call last):`` blocks and bare ``XError: msg`` lines.
 
@@ -517,10 +524,14 @@ class TracebackTracker:
                 break
         frame = self.frame
         where = f'File "{frame["file"]}", line {frame["line"]}, in {frame["function"]}'
+        tail = self.lines[-1].strip() if self.lines else ""
         message = (f"{exc_type}: {exc_msg}" if exc_type else f"traceback ending at {where}") + \
             " (the paste stops before the exception line)"
         data = {"exc_type": exc_type or "", "exc_message": exc_msg[:1000], "frame": frame, "header": True,
                 "start_line": self.start_line, "cut": True}
+        if exc_type is None and _DS_SCALER_FILE.search(frame["file"]) and (
+                frame["function"] == "update_scale" or _DS_SCALER_CALL.search(tail)):
+            data["implies"] = "loss_scale_min"
         line = self.last_frame_line if self.last_frame_line is not None else self.start_line
         self.open, self.frame, self.last_frame_line, self.lines = False, None, None, []
         return (line or 0), message, data

@@ -298,6 +298,10 @@ class _TextLogReader:
             tb_line, message, data = cut
             self.sink.add("traceback", message, tb_line, st.last_step, data, None)
             self._frameworks_from_frame(data.get("frame"))
+            if data.get("implies") == "loss_scale_min":
+                self.sink.add("loss_scale_min", "the traceback stops inside DeepSpeed's loss scaler update "
+                              "(DynamicLossScaler.update_scale), whose only exception is 'Current loss scale already "
+                              "at minimum - cannot decrease scale anymore. Exiting run.'", tb_line, st.last_step, {}, None)
         if not exact:  # decided at the end of the file: the points already handed over are inferred too
             self.builder.set_exact(self.source, False)
         self.sink.flush(self.builder)
