@@ -219,6 +219,29 @@ def _collective_timeout(run: Run) -> Finding | None:
         basis="direct", symptom="crash")
 
 
+def _iterator_ran_dry(fatal: Event, step: int | None, at: str, evidence: list[Evidence], resume: str | None) -> Finding:
+    """A StopIteration that reached the top of the script: the loop called ``next()`` on its batch iterator once more
+    than it had batches (Megatron's ``next(data_iterator)``, ``next(iter(loader))`` loops): the data ran out first."""
+    frame = fatal.data.get("frame") or {}
+    loader = bool(re.search(r"dataloader|data_loader|iterator|batch", f"{frame.get('file', '')} {frame.get('function', '')}",
+                            re.I))
+    remedies = ["Count the batches the data really holds (after filtering, packing and the train/valid/test split) "
+                "against the iterations planned (train_iters / max_steps x global batch, eval_iters for the "
+                "validation set), and plan from the count.",
+                "Or make the iterator cycle (a repeating sampler, itertools.cycle over the loader) where running past "
+                "the data is intended."]
+    if resume:
+        remedies.append(resume[0].upper() + resume[1:] + ".")
+    return Finding(
+        code=CODE, name=SLUG, root_cause="data_exhausted", severity="error", confidence=0.75 if loader else 0.65,
+        title=f"The data iterator ran out{at} (StopIteration)",
+        message=(f"The run died{at} with a bare StopIteration: the loop asked its batch iterator for one more batch "
+                 "than it held (next() on an exhausted iterator"
+                 + (f", in {frame.get('function')}" if frame.get("function") else "")
+                 + "). The dataset yields fewer batches than the iterations the run planned."),
+        first_step=step, evidence=evidence, remedies=remedies, basis="inferred", symptom="stopped_early")
+
+
 def detect(run: Run) -> Iterable[Finding]:
     short = _input_exhausted(run)
     if short is not None:
@@ -263,6 +286,9 @@ def detect(run: Run) -> Iterable[Finding]:
         yield Finding(code=CODE, name=SLUG, root_cause="out_of_memory", severity="critical", confidence=0.95,
                       title=f"Out of memory{at}", message=f"The run died{at}: {exc_type}: {exc_msg[:200]}",
                       first_step=step, evidence=evidence, remedies=remedies, basis="direct", symptom="oom")
+        return
+    if exc_type == "StopIteration" and not after_nan:
+        yield _iterator_ran_dry(fatal, step, at, evidence, resume)
         return
     known = _known_message(f"{exc_msg} {fatal.message}")
     remedies = list(known[2]) if known else [f"Fix the {exc_type} named in the traceback (see the frame it was raised in)."]

@@ -148,3 +148,24 @@ def test_a_traceback_cut_elsewhere_in_deepspeed_implies_nothing(tmp_path: Path):
     a = _run(tmp_path, text)
     assert not a.run.events_of("loss_scale_min")
     assert _verdict(a)[1] != "loss_scale_collapse"
+
+
+# https://github.com/NVIDIA/Megatron-LM/issues/5 (as pasted): pretrain_bert.py's evaluation drew from an exhausted iterator
+MEGATRON_5 = '  successfully saved checkpoints/bert_345m/iter_0050000/mp_rank_00/model_optim_rng.pt\nTraceback (most recent call last):\n  File "pretrain_bert.py", line 584, in <module>\n    main()\n  File "pretrain_bert.py", line 562, in main\n    timers, args)\n  File "pretrain_bert.py", line 365, in train\n    prefix, val_data_iterator, model, args, timers, False)\n  File "pretrain_bert.py", line 419, in evaluate_and_print_results\n    args, timers, verbose)\n  File "pretrain_bert.py", line 395, in evaluate\n    args, timers)\n  File "pretrain_bert.py", line 212, in forward_step\n    padding_mask = get_batch(data_iterator, timers)\n  File "pretrain_bert.py", line 189, in get_batch\n    data = next(data_iterator)\n  File "/data2/z00487393/Applications/Anaconda/envs/ML_pytorch/lib/python3.6/site-packages/torch/utils/data/dataloader.py", line 794, in __next__\n    raise StopIteration\nStopIteration\n'
+
+# https://github.com/modelscope/ms-swift/issues/4644 (as pasted, a headerless fragment with rank prefixes and blank lines)
+MSSWIFT_4644 = '[rank24]: File "/home/user/.local/lib/python3.10/site-packages/swift/megatron/train/utils.py", line 213, in get_batch\n\n[rank24]: batch = get_batch_on_this_tp_rank(data_iterator)\n\n[rank24]: File "/home/user/.local/lib/python3.10/site-packages/swift/megatron/train/utils.py", line 60, in get_batch_on_this_tp_rank\n\n[rank24]: data = next(data_iterator)\n\n[rank24]: StopIteration\n'
+
+
+def test_a_bare_stopiteration_from_next_on_the_data_is_the_data_running_out(tmp_path: Path):
+    for text in (MEGATRON_5, MSSWIFT_4644):
+        a = _run(tmp_path, text)
+        assert _verdict(a) == ("failed", "data_exhausted")  # was: a crash with no cause / nothing read
+        f = next(f for f in a.diagnosis.findings if f.root_cause == "data_exhausted")
+        assert "StopIteration" in f.title and f.evidence
+
+
+def test_a_stopiteration_after_the_loss_went_nan_is_not_the_data(tmp_path: Path):
+    text = "step 1 | loss 2.31\nstep 2 | loss nan\nstep 3 | loss nan\n" + MSSWIFT_4644
+    a = _run(tmp_path, text)
+    assert _verdict(a)[1] != "data_exhausted"

@@ -239,7 +239,7 @@ TRIGGERS = (
     "ignored in loss calculation", "rainable params", "No inf checks", "mixed precision requires", "precision was requested",
     "malloc_or_wait", "metal::malloc", "Insufficient Memory", "kIOGPU", "libc++abi", "terminate called",
     "core dumped", "Fatal Python error", "returned nan values", "Your input ran out", "collective operation timeout",
-    "Found NaN", "No valid path",
+    "Found NaN", "No valid path", "StopIteration",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the
