@@ -169,3 +169,20 @@ def test_a_stopiteration_after_the_loss_went_nan_is_not_the_data(tmp_path: Path)
     text = "step 1 | loss 2.31\nstep 2 | loss nan\nstep 3 | loss nan\n" + MSSWIFT_4644
     a = _run(tmp_path, text)
     assert _verdict(a)[1] != "data_exhausted"
+
+# https://github.com/LeapLabTHU/ViTTT/issues/11 (as pasted, Swin-style main.py lines cut to the grad_norm column; AMP on):
+# the running mean in brackets turns NaN after a skipped AMP step, the step's own norms stay finite
+VITTT_11 = ("Train: [88/300][100/312] grad_norm 0.8387 (0.6661)\nTrain: [88/300][200/312] grad_norm 0.6910 (nan)\n"
+            "Train: [88/300][300/312] grad_norm 0.7382 (nan)\n")
+
+
+def test_swin_lines_cut_to_the_grad_norm_column_are_read(tmp_path: Path):
+    a = _run(tmp_path, VITTT_11)
+    assert _series(a, "grad_norm") == [0.8387, 0.6910, 0.7382]  # was: nothing read
+    assert a.run.scalars["step"].tolist() == [88 * 312 + 100, 88 * 312 + 200, 88 * 312 + 300]
+    assert _verdict(a) == ("healthy", "healthy")
+
+
+def test_a_nan_grad_norm_of_the_step_itself_is_seen(tmp_path: Path):
+    a = _run(tmp_path, VITTT_11.replace("0.6910 (nan)", "nan (nan)").replace("0.7382 (nan)", "nan (nan)"))
+    assert _verdict(a)[0] != "healthy"

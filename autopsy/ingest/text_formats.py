@@ -162,7 +162,7 @@ def parse_swin(text: bytes, first_line: int, st: StepState, out: Collector,
     lines = Lines(text, first_line)
     for m in _SWIN.finditer(text):
         pairs = [(k, v) for k, v in _SWIN_PAIR.findall(m[5]) if k not in (b"time", b"eta", b"mem")]
-        if not any(b"loss" in k for k, _ in pairs):
+        if not any(b"loss" in k or k == b"grad_norm" for k, _ in pairs):  # (a paste cut to the column asked about)
             continue
         step = int(m[1]) * int(m[4]) + int(m[3])  # both 0-based
         _add_pairs(out, step, lines.at(m.start()), pairs)
