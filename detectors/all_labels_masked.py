@@ -161,7 +161,33 @@ def _no_box_targets(run: Run) -> Finding | None:
                   "as invalid or empty images skipped (filter_empty_gt) leave no positives."])
 
 
+def _no_label_files(run: Run) -> Finding | None:
+    """The YOLO family's dataset check: no training image has a label file (labels in another folder than
+    ``images/`` -> ``labels/`` expects, a cache built before the labels existed): every image is a background."""
+    evs = run.events_of("no_labels_found")
+    if not evs:
+        return None
+    ev = evs[0]
+    where = str(ev.data.get("where") or "").split(",")[0].strip()
+    return Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.9,
+        title="No labels found: every training image is a background",
+        message=(f"The dataset loader found no label for any training image{f' ({where})' if where else ''}: with no "
+                 "ground-truth box there is nothing to supervise, so training cannot start (YOLOv5/yolov3 stop there; "
+                 "ultralytics warns and trains on backgrounds only)."),
+        first_step=ev.step, evidence=[event_evidence(e, f"\"{e.message.strip()[:200]}\"") for e in evs[:2]],
+        basis="direct", symptom="config_defect",  # a dataset without labels, whatever the curves show
+        remedies=["Put one .txt label file per image under a labels/ folder beside images/ (the loader swaps '/images/' "
+                  "for '/labels/' in each image path), in YOLO format (class x_center y_center width height, "
+                  "normalised), then delete the stale *.cache files so the labels are scanned again.",
+                  "Check the dataset YAML's train/val paths point at the folders whose labels exist."])
+
+
 def detect(run: Run) -> Iterable[Finding]:
+    labels = _no_label_files(run)
+    if labels is not None:
+        yield labels
+        return
     box = _no_box_targets(run)
     if box is not None:
         yield box

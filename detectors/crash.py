@@ -51,7 +51,7 @@ AFTER_NAN_CONFIDENCE = 0.4
 EXPLAINED = re.compile(
     r"doesn't support bf16|does not support bf16|requires_grad|does not require grad|has no gradients|"
     r"loss scale already at minimum|index out of range in self|srcIndex < srcSelectDimSize|"
-    r"prepare_inputs_for_generation|tokenization mismatch",
+    r"prepare_inputs_for_generation|tokenization mismatch|No labels found in",
     re.IGNORECASE)
 #: event kinds whose own line is the exception's: a trainer's finiteness check raising (the non-finite value is the
 #: failure, not the raise), GradScaler finding no gradients, a library refusing bf16 - named where they are read
@@ -59,7 +59,8 @@ EXPLAINING_KINDS = ("nan_stop", "no_trainable_params", "bf16_unsupported")
 #: the events the detectors that explain EXPLAINED's messages read (gradientless params, bf16, loss scale, vocab,
 #: masked labels): one of them must be in the run for an EXPLAINED message to be left to them
 CORROBORATING_KINDS = ("no_grad_fn", "no_grad_inputs", "no_trainable_params", "bf16_unsupported", "loss_scale_min",
-                       "index_out_of_range", "tokenization_mismatch", "labels_masked", "ddp_unused_params")
+                       "index_out_of_range", "tokenization_mismatch", "labels_masked", "ddp_unused_params",
+                       "no_labels_found")
 
 
 #: libraries whose *internal* failures (an assertion or runtime check in their own code) point at the library,

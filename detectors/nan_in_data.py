@@ -227,6 +227,11 @@ def _one_term_nan(run: Run, onset: Onset) -> Finding | None:
         if len(partial) < MIN_PARTIAL_LOGS:
             continue
         (s0, others0), (s1, _) = partial[0], partial[-1]
+        # every term non-finite at that first log: when they are as many as the finite ones, most of the model's
+        # outputs broke together, which a few samples' targets do not explain
+        bad0 = [m for m, p in terms.items() if (p.steps == s0).any() and not bool(p.finite[p.steps == s0].all())]
+        if len(bad0) >= max(2, len(others0)):
+            return None
         p0 = pts[int(np.flatnonzero(pts.steps == s0)[0])]
         beside = ", ".join(f"{m} {fmt(float(terms[m].values[terms[m].steps == s0][0]))}" for m in others0[:4])
         # the terms finite at every one of those logs (another term may follow it into NaN later)

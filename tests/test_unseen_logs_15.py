@@ -186,3 +186,51 @@ def test_swin_lines_cut_to_the_grad_norm_column_are_read(tmp_path: Path):
 def test_a_nan_grad_norm_of_the_step_itself_is_seen(tmp_path: Path):
     a = _run(tmp_path, VITTT_11.replace("0.6910 (nan)", "nan (nan)").replace("0.7382 (nan)", "nan (nan)"))
     assert _verdict(a)[0] != "healthy"
+
+
+# https://github.com/HuangJunJie2017/BEVDet/issues/50 (as pasted: the mmdet log and the config line that turned on fp16)
+BEVDET_50 = '$nohup tools/dist_train.sh configs/bevdet/bevdet-r50-cbgs.py 2 > mytrain_r50-fp16_log.txt 2>&1 &\n2023-06-15 04:03:40,870 - mmdet - INFO - Epoch [1][50/3862]\tlr: 4.915e-05, eta: 3 days, 22:56:26, time: 4.428, data_time: 1.900, memory: 10657, task0.loss_xy: 0.2820, task0.loss_z: 0.3374, task0.loss_whl: 0.7133, task0.loss_yaw: 0.3525, task0.loss_vel: 0.0843, task0.loss_heatmap: nan, loss: nan, grad_norm: nan\n2023-06-15 04:05:44,778 - mmdet - INFO - Epoch [1][100/3862]\tlr: 9.910e-05, eta: 3 days, 1:59:42, time: 2.479, data_time: 0.368, memory: 10657, task0.loss_xy: 0.2815, task0.loss_z: 0.3439, task0.loss_whl: 0.7107, task0.loss_yaw: 0.3526, task0.loss_vel: 0.0884, task0.loss_heatmap: nan, loss: nan, grad_norm: nan\n2023-06-15 04:07:49,798 - mmdet - INFO - Epoch [1][150/3862]\tlr: 1.491e-04, eta: 2 days, 19:08:44, time: 2.500, data_time: 0.140, memory: 10658, task0.loss_xy: 0.2809, task0.loss_z: 0.3409, task0.loss_whl: 0.7121, task0.loss_yaw: 0.3495, task0.loss_vel: 0.0868, task0.loss_heatmap: nan, loss: nan, grad_norm: nan\n'
+BEVDET_50_CONFIG = "fp16 = dict(loss_scale='dynamic')\n"
+
+# https://github.com/twangnh/Distilling-Object-Detectors/issues/4 (as pasted): four of the five terms NaN, loss_sup finite
+DISTILL_4 = '[session 1][epoch  1][iter 21000/23080] loss: nan, loss_sup: 8.9603, lr: 3.00e-03\n                        fg/bg=(256/0), time cost: 19.056542\n                        rpn_cls: nan, rpn_box: nan, rcnn_cls: nan, rcnn_box nan\n[session 1][epoch  1][iter 21100/23080] loss: nan, loss_sup: 8.9857, lr: 3.00e-03\n                        fg/bg=(256/0), time cost: 19.276745\n                        rpn_cls: nan, rpn_box: nan, rcnn_cls: nan, rcnn_box nan\n[session 1][epoch  1][iter 21200/23080] loss: nan, loss_sup: 8.6904, lr: 3.00e-03\n                        fg/bg=(256/0), time cost: 19.519685\n                        rpn_cls: nan, rpn_box: nan, rcnn_cls: nan, rcnn_box nan\n[session 1][epoch  1][iter 21300/23080] loss: nan, loss_sup: 8.5541, lr: 3.00e-03\n                        fg/bg=(256/0), time cost: 19.295986\n                        rpn_cls: nan, rpn_box: nan, rcnn_cls: nan, rcnn_box nan\n[session 1][epoch  1][iter 21400/23080] loss: nan, loss_sup: 8.6372, lr: 3.00e-03\n                        fg/bg=(256/0), time cost: 19.508717\n'
+
+# https://github.com/gjhhust/YOLOFT/issues/12 (as pasted): the YOLO label cache found no label for any image
+YOLOFT_12 = 'train: Scanning /smoke_fusion_theraml/XS-VID/images/UAVTOD_DJI0824Part1_0.cache... 0 images, 7426 backgrounds, 0 corrupt: 100%|██████████| 7426/7426 [00:00<?, ?it/s]\ntrain: Scanning /smoke_fusion_theraml/XS-VID/images/UAVTOD_DJI0824Part1_0.cache... 0 images, 7426 backgrounds, 0 corrupt: 100%|██████████| 7426/7426 [00:00<?, ?it/s]\nAn error occurred during training session 2: train: No labels found in /smoke_fusion_theraml/XS-VID/images/UAVTOD_DJI0824Part1_0.cache, can not start training. See https://docs.ultralytics.com/yolov5/tutorials/train_custom_data\n'
+
+
+def test_mmcv_fp16_dict_in_a_config_is_fp16(tmp_path: Path):
+    a = _run(tmp_path, BEVDET_50, config=BEVDET_50_CONFIG)
+    assert a.run.config.get("fp16") is True
+    assert _verdict(a) == ("failed", "fp16_overflow")  # was: nan_in_data (one term NaN), the fp16 config unread
+
+
+def test_without_the_fp16_line_one_term_nan_stays_a_data_finding(tmp_path: Path):
+    a = _run(tmp_path, BEVDET_50)
+    assert _verdict(a)[1] == "nan_in_data"
+
+
+def test_most_terms_nan_together_is_not_one_terms_data(tmp_path: Path):
+    a = _run(tmp_path, DISTILL_4)
+    assert not any(f.code == "DATA001" and "Only" in f.title for f in a.diagnosis.findings)  # was: "Only rcnn_box ..."
+    assert _verdict(a)[1] != "nan_in_data"
+
+
+def test_yolo_no_labels_found_is_all_labels_masked(tmp_path: Path):
+    a = _run(tmp_path, YOLOFT_12)
+    assert _verdict(a) == ("failed", "all_labels_masked")  # was: nothing read
+    f = next(f for f in a.diagnosis.findings if f.code == "LBL001")
+    assert "UAVTOD_DJI0824Part1_0.cache" in f.message and f.evidence[0].where == "line 3"
+
+
+def test_yolov5_assert_form_and_the_val_set_warning(tmp_path: Path):
+    # YOLOv5 utils/dataloaders.py: assert nf > 0 or not augment, f'{prefix}No labels found in {cache_path}, can not start
+    # training. {HELP_URL}'; val.py: "WARNING ⚠️ no labels found in val set, can not compute metrics without labels"
+    tb = ('Traceback (most recent call last):\n  File "train.py", line 640, in <module>\n    main(opt)\n'
+          "AssertionError: train: No labels found in /data/coco/labels/train2017.cache, can not start training. "
+          "See https://docs.ultralytics.com/yolov5/tutorials/train_custom_data\n")
+    a = _run(tmp_path, tb)
+    assert _verdict(a) == ("failed", "all_labels_masked")
+    b = _run(tmp_path / "val", "WARNING ⚠️ no labels found in val set, can not compute metrics without labels\n") \
+        if (tmp_path / "val").mkdir() is None else None
+    assert not b.run.events_of("no_labels_found")

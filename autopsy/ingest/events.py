@@ -108,6 +108,10 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     # instance, often many lines>. This instance will be ignored in loss calculation." (a paste may keep only the tail)
     ("response_key_missing", re.compile(r"Could not find response key|This instance will be ignored in loss calculation"),
      lambda m: {}),
+    # the YOLO family's label cache (yolov3/YOLOv5 assert, ultralytics' warning): no image of the training set has a
+    # label file: "No labels found in <cache>, can not start training." / "WARNING ⚠️ No labels found in <cache>."
+    # (the validation set's "no labels found in val set" is left out)
+    ("no_labels_found", re.compile(r"No labels found in (?!(?:val|test) set)(\S[^\n]{0,300})"), lambda m: {"where": m[1]}),
     # unsloth's dataset check (>= 90% of sampled rows fully masked), printed or raised as ZeroDivisionError
     ("labels_masked", re.compile(r"(Most|All) labels in your dataset are -100"), lambda m: {"share": m[1].lower()}),
     ("prompt_fills_max_length", re.compile(
@@ -239,7 +243,7 @@ TRIGGERS = (
     "ignored in loss calculation", "rainable params", "No inf checks", "mixed precision requires", "precision was requested",
     "malloc_or_wait", "metal::malloc", "Insufficient Memory", "kIOGPU", "libc++abi", "terminate called",
     "core dumped", "Fatal Python error", "returned nan values", "Your input ran out", "collective operation timeout",
-    "Found NaN", "No valid path", "StopIteration",
+    "Found NaN", "No valid path", "StopIteration", "No labels found",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the

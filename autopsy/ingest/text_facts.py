@@ -81,6 +81,7 @@ _IS_TRAINABLE = re.compile(r"\bis_trainable\s*=\s*(\w+)")
 #: lines a ``PeftModel.from_pretrained(`` call may span before its closing parenthesis
 PEFT_CALL_LINES = 8
 #: an OpenMMLab experiment (config) name with an ``amp`` part: ``mae_vit-base-p16_8xb512-amp-coslr-1600e_in1k``
+_MMCV_FP16 = re.compile(r"\s*fp16\s*=\s*dict\(")
 _MM_EXP_AMP = re.compile(r"Exp name: (\S*?(?<![^\s:_-])amp(?:[-_]\S*)?)(?:\s|$)")
 #: a TRL trainer or config class in pasted code (``GRPOTrainer(``, ``DPOConfig(``): the kind of training
 _TRAINER_CLASS = re.compile(r"\b(GRPO|PPO|RLOO|DPO|OnlineDPO|KTO|ORPO|CPO|SFT|Reward|GKD|Nash|XPO|BCO)(?:Trainer|Config)\s*\(")
@@ -167,6 +168,10 @@ class FactScanner:
         if "AmpOptimWrapper" in text and "bfloat16" not in text:
             # mmengine's AMP wrapper: autocast in float16 with a dynamic loss scale unless dtype='bfloat16'
             self.emit("fp16", True, no, "AmpOptimWrapper")
+        if "fp16" in text and _MMCV_FP16.match(text):
+            # mmcv 1.x configs (mmdet/mmseg/mmdet3d 2.x and their forks): a top-level ``fp16 = dict(loss_scale=...)``
+            # turns on Fp16OptimizerHook, fp16 weights with a loss scale
+            self.emit("fp16", True, no, "mmcv fp16 = dict(...)")
         if "Exp name:" in text:
             m = _MM_EXP_AMP.search(text)
             if m is not None:  # OpenMMLab config names mark fp16 mixed precision with an "amp" part
