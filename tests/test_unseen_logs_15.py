@@ -234,3 +234,26 @@ def test_yolov5_assert_form_and_the_val_set_warning(tmp_path: Path):
     b = _run(tmp_path / "val", "WARNING ⚠️ no labels found in val set, can not compute metrics without labels\n") \
         if (tmp_path / "val").mkdir() is None else None
     assert not b.run.events_of("no_labels_found")
+
+# https://github.com/duj12/kws_demo/issues/1 (as pasted): WeNet's per-epoch "Epoch N CV info cv_loss X" summary (this
+# fork adds cv_acc); wenet/bin/train.py prints 'Epoch {} CV info cv_loss {}'
+KWS_DEMO_1 = ("INFO Epoch 0 CV info cv_loss 60.06750510101584 cv_acc 32.3473716624177\n"
+              "INFO Epoch 5 CV info cv_loss 59.136570353712315 cv_acc 33.24977346669095\n")
+
+
+def test_wenet_epoch_cv_summary_is_read(tmp_path: Path):
+    a = _run(tmp_path, KWS_DEMO_1)
+    df = a.run.scalars
+    ev = df[df["metric"] == "eval_loss"].sort_values("step")
+    assert ev["step"].tolist() == [0, 5] and ev["value"].tolist() == [60.06750510101584, 59.136570353712315]
+    assert set(df["key"]) == {"cv_loss", "cv_acc"}  # was: nothing read
+
+
+def test_wenet_cv_summary_sits_at_the_epochs_last_batch(tmp_path: Path):
+    # wenet/utils/train_utils.py log_per_step rows, then the epoch's CV line
+    text = ("TRAIN Batch 0/100 loss 120.512345 loss_att 110.1 loss_ctc 140.2 lr 0.00010000 grad_norm 80.1 rank 0\n"
+            "TRAIN Batch 0/200 loss 95.312345 loss_att 90.1 loss_ctc 110.2 lr 0.00020000 grad_norm 60.1 rank 0\n"
+            "Epoch 0 CV info cv_loss 88.123 rank 0\n")
+    a = _run(tmp_path, text)
+    df = a.run.scalars
+    assert df[df["metric"] == "eval_loss"]["step"].tolist() == [200]

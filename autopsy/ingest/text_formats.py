@@ -1512,20 +1512,33 @@ _WENET_RANK = re.compile(rb"\brank 0\b")
 _WENET_PAIR = re.compile(rb"([A-Za-z_]\w{0,40}) (" + NUM + rb")(?=\s|$)")
 
 
+#: ``wenet/bin/train.py`` after each epoch's CV pass: ``'Epoch {} CV info cv_loss {}'`` (later `` rank {}``, forks add
+#: `` accuracy {}`` or ``cv_acc {}``)
+_WENET_CV = re.compile(rb"\bEpoch (\d+) CV info ((?:[A-Za-z_]\w{0,40} " + NUM + rb"[ \t]*)+)")
+
+
 def parse_wenet(text: bytes, first_line: int, st: StepState, out: Collector,
                 steps: StepMarks, used: Used) -> None:
-    """TRAIN rows at ``epoch_step`` (WeNet counts batches within an epoch); CV rows as evaluation at the step in force.
+    """TRAIN rows at ``epoch_step`` (WeNet counts batches within an epoch); CV rows as evaluation at the step in force;
+    the epoch's ``CV info`` summary at that epoch's last TRAIN batch (else at the epoch number).
     Rows whose second number never changes while the first does are the old ``batch/total`` form."""
-    if not has(text, b" Batch "):
-        return
-    rows = list(_WENET.finditer(text))
-    if not rows:
+    rows = list(_WENET.finditer(text)) if has(text, b" Batch ") else []
+    summaries = list(_WENET_CV.finditer(text)) if has(text, b" CV info ") else []
+    if not rows and not summaries:
         return
     train = [m for m in rows if m[1] == b"TRAIN"]
     old_form = len({m[3] for m in train}) == 1 and len({m[2] for m in train}) > 1
     ranked = any(_WENET_RANK.search(m[5]) for m in rows)  # every rank prints its own row: rank 0's are kept
     lines = Lines(text, first_line)
-    for m in rows:
+    for m in sorted(rows + summaries, key=lambda m: m.start()):
+        if m.re is _WENET_CV:
+            pairs = [(k.decode(), v) for k, v in _WENET_PAIR.findall(m[2] + b" ") if k != b"rank"]
+            if any(k == "cv_loss" for k, _ in pairs):
+                step = epoch_end_step(st, "wenet", int(m[1])) if st.epoch_base.get("wenet") else int(m[1])
+                _add_pairs(out, step, lines.at(m.start()), pairs, {"cv_loss": "eval_loss"})
+                used.add(m.start())
+                st.frameworks.add("wenet")
+            continue
         rest = m[5].replace(b"history loss", b"history_loss")
         if ranked and not _WENET_RANK.search(rest):
             used.add(m.start())  # another rank's copy: no other parser reads it either
@@ -2190,7 +2203,7 @@ FORMAT_PARSERS = (
     (parse_eval_records, (b"Savingdictforglobalstep", b"Evaluationresultforstep")),
     (parse_mxnet, (b"samplessec", b"EpochValidation", b"EpochTrain")),
     (parse_espnet, (b"epochtrain", b"epochvalid", b"epochresults")),
-    (parse_wenet, (b"TRAINBatch", b"CVBatch")),
+    (parse_wenet, (b"TRAINBatch", b"CVBatch", b"CVinfo")),
     (parse_coqui_tts, (b"GLOBALSTEP", b"EVALPERFORMANCE")),
     (parse_icefall, (b"totloss", b"Epochvalidation")),
     (parse_epoch_batch, (b"atch",)),
