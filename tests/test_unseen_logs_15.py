@@ -257,3 +257,18 @@ def test_wenet_cv_summary_sits_at_the_epochs_last_batch(tmp_path: Path):
     a = _run(tmp_path, text)
     df = a.run.scalars
     assert df[df["metric"] == "eval_loss"]["step"].tolist() == [200]
+
+# https://github.com/ultralytics/yolov3/issues/1211 (as pasted: results.txt as a Markdown table, header by the reporter)
+YOLOV3_1211 = ("epoch|mem|mloss0|mloss1|mloss2|mloss3|targets|imgsize|p|r|map|mf1|loss0|loss1|loss2\n"
+               "-|-|-|-|-|-|-|-|-|-|-|-|-|-|-\n"
+               "0/299|7.17G| 3.28| 2.15|0.816| 6.25|    5|  576|0.409|0.723|0.623|0.517| 3.06|  1.4|0.773|\n"
+               "1/299|7.35G| 3.46| 1.92|0.969| 6.35|    5|  512| 0.49|0.709|0.647|0.572| 2.74| 1.23|  0.8|\n"
+               "2/299|7.19G| 3.84| 1.85| 1.33| 7.02|    5|  384|0.536|0.665|0.629|0.585|  2.7| 1.16|0.883|\n")
+
+
+def test_pipe_table_epoch_cells_with_their_total_are_steps(tmp_path: Path):
+    a = _run(tmp_path, YOLOV3_1211)
+    df = a.run.scalars
+    assert df[df["key"] == "mloss3"].sort_values("step")["value"].tolist() == [6.25, 6.35, 7.02]  # was: nothing read
+    assert sorted(set(df["step"])) == [0, 1, 2]
+    assert "mem" not in set(df["key"])

@@ -845,7 +845,8 @@ def line_matches(body: bytes, text: bytes, lead: bytes | None = None) -> list[_L
 
 # -- pipe tables (the HF notebook progress table, Markdown tables in issues) ---------------------
 
-_PIPE_ROW_BODY = rb"[ \t]*\|?[ \t]*(\d+)[ \t]*\|([^\n\r]{1,8000})(?=\r?\n|\r?\Z)"
+#: (an epoch cell may show the total: ultralytics' ``0/299``)
+_PIPE_ROW_BODY = rb"[ \t]*\|?[ \t]*(\d+)(?:/\d+)?[ \t]*\|([^\n\r]{1,8000})(?=\r?\n|\r?\Z)"
 #: table headers -> canonical metrics (HF's notebook table and its Markdown copies)
 TABLE_KEYS = {"training loss": "loss", "validation loss": "eval_loss", "train loss": "loss", "val loss": "eval_loss",
               "learning rate": "learning_rate", "grad norm": "grad_norm"}
@@ -875,7 +876,7 @@ def parse_pipe_table(text: bytes, first_line: int, st: StepState, out: Collector
         cells = _cells(m.text)
         if len(cells) != len(header):
             continue
-        step, line = int(cells[0]), lines.at(m.start())
+        step, line = int(m[1]), lines.at(m.start())
         n = 0
         for name, raw in zip(header[1:], cells[1:]):
             f = _num(raw)
