@@ -272,3 +272,29 @@ def test_pipe_table_epoch_cells_with_their_total_are_steps(tmp_path: Path):
     assert df[df["key"] == "mloss3"].sort_values("step")["value"].tolist() == [6.25, 6.35, 7.02]  # was: nothing read
     assert sorted(set(df["step"])) == [0, 1, 2]
     assert "mem" not in set(df["key"])
+
+# https://github.com/RVC-Project/Retrieval-based-Voice-Conversion/issues/11 (as pasted): RVC's train.py report
+RVC_11 = ("INFO:xx:Train Epoch: 478 [92%]\nINFO:xx:[110200, 9.421142503636453e-05]\n"
+          "INFO:xx:loss_disc=3.598, loss_gen=3.174, loss_fm=8.765,loss_mel=19.367, loss_kl=1.520\n")
+
+
+def test_vits_family_report_is_read(tmp_path: Path):
+    a = _run(tmp_path, RVC_11)
+    df = a.run.scalars
+    assert set(df["step"]) == {110200}  # was: nothing read
+    assert dict(zip(df["key"], df["value"]))["loss_mel"] == 19.367
+    assert _verdict(a) == ("healthy", "healthy")
+
+
+def test_vits_two_line_losses_and_a_nan(tmp_path: Path):
+    # the two-line variant (losses split after loss_fm, as in so-vits-svc forks' train.py), the generator gone NaN
+    block = ("2024-01-01 10:00:00,000 INFO Train Epoch: {e} [40%]\n2024-01-01 10:00:00,000 INFO [{s}, 0.0002]\n"
+             "2024-01-01 10:00:00,000 INFO loss_disc={d}, loss_gen={g}, loss_fm=8.100\n"
+             "2024-01-01 10:00:00,000 INFO loss_mel=21.300, loss_kl=1.400\n")
+    text = "".join(block.format(e=e, s=s, d=d, g=g) for e, s, d, g in
+                   ((1, 200, "2.700", "2.900"), (2, 400, "2.650", "3.000"), (3, 600, "nan", "nan")))
+    a = _run(tmp_path, text)
+    df = a.run.scalars
+    assert sorted(set(df["step"])) == [200, 400, 600]
+    assert df[df["key"] == "loss_mel"]["value"].tolist() == [21.3, 21.3, 21.3]
+    assert _verdict(a)[0] != "healthy"

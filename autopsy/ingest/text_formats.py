@@ -1355,6 +1355,30 @@ def parse_openseg(text: bytes, first_line: int, st: StepState, out: Collector,
         used.add(m.start(2) if m[2] is not None else m.start(4))
 
 
+# -- VITS-family trainers (RVC, so-vits-svc, Bert-VITS2, GPT-SoVITS) ----------------------------------------
+
+#: ``train.py`` every ``log_interval`` steps: ``Train Epoch: 478 [92%]``, then ``[global_step, lr]`` (a logged list),
+#: then one or two lines of ``loss_disc=3.598, loss_gen=3.174, loss_fm=8.765,loss_mel=19.367, loss_kl=1.520`` (the
+#: mel and kl terms are clamped to 75 and 9 before they are printed)
+_VITS = re.compile(rb"Train Epoch: \d+ \[\d+%\][^\r\n]{0,200}\r?\n[^\r\n\[]{0,200}\[(\d+), (" + NUM
+                   + rb")\][ \t]*\r?\n((?:[^\r\n]{0,200}?\bloss_\w{1,30}=" + NUM + rb"[^\r\n]{0,400}(?:\r?\n|\Z)){1,2})")
+_VITS_PAIR = re.compile(rb"\b(loss_\w{1,30})=(" + NUM + rb")")
+
+
+def parse_vits(text: bytes, first_line: int, st: StepState, out: Collector,
+               steps: StepMarks, used: Used) -> None:
+    if not has(text, b"Train Epoch: "):
+        return
+    lines = Lines(text, first_line)
+    for m in _VITS.finditer(text):
+        step = int(m[1])
+        _add_pairs(out, step, lines.at(m.start(3)), _VITS_PAIR.findall(m[3]))
+        _add_pairs(out, step, lines.at(m.start(1)), [("lr", m[2])], {"lr": "learning_rate"})
+        _mark(st, steps, used, m.start(), step, "vits")
+        used.add(m.start(1))
+        used.add(m.start(3))
+
+
 # -- Kaldi nnet3 / EESEN ----------------------------------------------------------------------------------
 
 #: Kaldi ``nnet-training.cc`` ``PrintStatsForThisPhase``: ``Average objective function for 'output' for minibatches
@@ -2188,6 +2212,7 @@ FORMAT_PARSERS = (
     (parse_darknet, (b"ratesecondsimages",)),
     (parse_darknet_regions, (b"RegionAvg",)),
     (parse_openseg, (b"TrainIteration",)),
+    (parse_vits, (b"TrainEpoch",)),
     (parse_kaldi, (b"objectivefunctionfor", b"ObjlogPzx")),
     (parse_marian, (b"EpUpSenCost", b"EpUpnewbest", b"EpUpstalled")),
     (parse_mindspore, (b"steplossis", b"Invalidloss")),
