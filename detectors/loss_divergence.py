@@ -109,15 +109,19 @@ def detect(run: Run) -> Iterable[Finding]:
                                f"and at or above {DIVERGE_FACTOR:g}x for all {n - i} logs to the end"),
                     top.evidence(f"highest loss {fmt(top.value)} at step {top.step}"),
                     last.evidence(f"last loss {fmt(last.value)} at step {last.step}")]
+        # the symptom is certain (0.85); as a cause, a step size too large is the usual reading of a loss thrown out of
+        # its basin for good with nothing non-finite (a bad data shard, a framework bug are the others): said at 0.5
         yield Finding(
-            code=CODE, name=SLUG, root_cause=None, severity="error", confidence=0.85,
+            code=CODE, name=SLUG, root_cause="lr_too_high", severity="error", confidence=0.5,
             title=f"Loss diverged at step {p.step} without going NaN ({fmt(best.value)} -> {fmt(last.value)})",
             message=(f"the loss rose from its early best {fmt(best.value)} (step {best.step}) to {fmt(p.value)} at step "
-                     f"{p.step} and stayed >= {DIVERGE_FACTOR:g}x it for the remaining {n - i} logs (last {fmt(last.value)})."),
+                     f"{p.step} and stayed >= {DIVERGE_FACTOR:g}x it for the remaining {n - i} logs (last {fmt(last.value)}): "
+                     "a step size too large for the run is the usual cause; a shard of bad samples reached at that step, "
+                     "or a framework bug, are the others."),
             first_step=p.step, evidence=evidence,
             remedies=["Resume from the checkpoint saved before the divergence with a 3-10x lower peak LR, warmup and "
                       "max_grad_norm=1.0."],
-            basis="symptom", symptom="loss_divergence",
+            basis="inferred", symptom="loss_divergence",
         )
         return
     rise = _late_rise(run, loss) or _ends_spiked(run, loss)

@@ -298,3 +298,15 @@ def test_vits_two_line_losses_and_a_nan(tmp_path: Path):
     assert sorted(set(df["step"])) == [200, 400, 600]
     assert df[df["key"] == "loss_mel"]["value"].tolist() == [21.3, 21.3, 21.3]
     assert _verdict(a)[0] != "healthy"
+
+
+# https://github.com/ml-explore/mlx-examples/issues/620 (the reporter's second run, as pasted): LoRA scale 10 at lr 7e-5,
+# the loss thrown from 1.4 to 6.4 and staying far above it, nothing non-finite
+MLX_620 = 'Training\nStarting training..., iters: 2596\nIter 1: Val loss 2.086, Val took 17.177s\nIter 25: Train loss 1.593, Learning Rate 7.000e-05, It/sec 0.999, Tokens/sec 387.697, Trained Tokens 9699, Peak mem 8.104 GB\nIter 50: Train loss 1.406, Learning Rate 7.000e-05, It/sec 0.942, Tokens/sec 369.778, Trained Tokens 19515, Peak mem 8.104 GB\nIter 75: Train loss 3.316, Learning Rate 7.000e-05, It/sec 0.933, Tokens/sec 366.098, Trained Tokens 29327, Peak mem 8.104 GB\nIter 100: Train loss 6.437, Learning Rate 7.000e-05, It/sec 0.921, Tokens/sec 371.347, Trained Tokens 39407, Peak mem 8.626 GB\nIter 100: Saved adapter weights to checkpoints/100_adapters.npz.\nIter 125: Train loss 5.478, Learning Rate 7.000e-05, It/sec 0.952, Tokens/sec 379.485, Trained Tokens 49374, Peak mem 8.626 GB\nIter 150: Train loss 4.857, Learning Rate 7.000e-05, It/sec 0.973, Tokens/sec 367.105, Trained Tokens 58811, Peak mem 8.626 GB\nIter 175: Train loss 4.874, Learning Rate 7.000e-05, It/sec 0.959, Tokens/sec 371.460, Trained Tokens 68497, Peak mem 8.626 GB\nIter 200: Train loss 4.604, Learning Rate 7.000e-05, It/sec 0.943, Tokens/sec 363.135, Trained Tokens 78122, Peak mem 8.626 GB\nIter 200: Saved adapter weights to checkpoints/200_adapters.npz.\n'
+
+
+def test_a_sustained_divergence_without_nan_names_the_step_size(tmp_path: Path):
+    a = _run(tmp_path, MLX_620)
+    assert _verdict(a) == ("failed", "lr_too_high")  # was: inconclusive, the divergence a symptom without a cause
+    f = next(f for f in a.diagnosis.findings if f.code == "DIV001")
+    assert f.confidence == 0.5 and f.first_step == 75
