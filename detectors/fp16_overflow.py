@@ -259,11 +259,12 @@ def _persistent(run: Run, scales: list[tuple[float, Evidence, int | None]], floo
     most ``PERSIST_GAP``) for the last ``PERSIST_LOGS`` of them, ending at or below ``floor``; or the training
     going non-finite. Overflows without step numbers, spaced out, or followed by a recovered scale are not.
     """
-    if any(s[0] < 1.0 for s in scales):
-        return True
     if nonfinite_onset(run) is not None:
         return True
     ls = points(run, "loss_scale").finite_only()
+    logged = ls if len(ls) else points(run, "train_loss_scale").finite_only()  # fairseq's epoch summaries
+    if any(s[0] < 1.0 for s in scales) and not _settled_below_one(logged):
+        return True
     if len(ls) >= PERSIST_LOGS and bool((ls.values[-PERSIST_LOGS:] <= floor).all()):
         return True
     evs = [e for e in run.events_of("overflow") if e.step is not None]
@@ -276,6 +277,17 @@ def _persistent(run: Run, scales: list[tuple[float, Evidence, int | None]], floo
     # one message repeated on many lines (folded into one event with a count) at a low scale: every step overflows
     return any(e.count >= PERSIST_REPEATS and (num(e.data.get("new")) or floor + 1) <= floor
                for e in run.events_of("overflow"))
+
+
+def _settled_below_one(ls) -> bool:
+    """A logged scale that fell below 1 and then held there (the same value at >= 2 logs from its first sub-1 one) with
+    the loss finite: the scaler halves at every overflow, so a scale that stops falling means the updates go through again
+    (fairseq#506: 0.5 for epochs 68-69, the loss still improving). Persistent overflow halves it log after log."""
+    low = np.flatnonzero(ls.values < 1.0)
+    if not low.size:
+        return False
+    after = ls.values[int(low[0]):]
+    return len(after) >= 2 and bool((after == after[0]).all())
 
 
 def _calibration(run: Run) -> Finding | None:

@@ -310,3 +310,32 @@ def test_a_sustained_divergence_without_nan_names_the_step_size(tmp_path: Path):
     assert _verdict(a) == ("failed", "lr_too_high")  # was: inconclusive, the divergence a symptom without a cause
     f = next(f for f in a.diagnosis.findings if f.code == "DIV001")
     assert f.confidence == 0.5 and f.first_step == 75
+
+
+# https://github.com/facebookresearch/fairseq/issues/506 (the maintainer's reference log, as pasted): an overflow halves
+# the fp16 scale to 0.5 and it holds there while the loss keeps improving: healthy
+FAIRSEQ_506 = "| epoch 066 | loss 3.577 | nll_loss 1.869 | ppl 3.65 | wps 1.19893e+06 | ups 2.9 | wpb 417527 | bsz 14128 | num_updates 24207 | lr 0.000406499 | gnorm 0.328 | clip 100% | oom 0 | loss_scale 1.000 | wall 9782\n| epoch 066 | valid on 'valid' subset | valid_loss 3.68436 | valid_nll_loss 1.92702 | valid_ppl 3.80\n| epoch 067 | loss 3.575 | nll_loss 1.867 | ppl 3.65 | wps 1.18887e+06 | ups 2.8 | wpb 417527 | bsz 14131 | num_updates 24574 | lr 0.000403452 | gnorm 0.326 | clip 100% | oom 0 | loss_scale 1.000 | wall 9933\n| epoch 067 | valid on 'valid' subset | valid_loss 3.68274 | valid_nll_loss 1.92629 | valid_ppl 3.80\n| WARNING: overflow detected, setting loss scale to: 0.5\n| epoch 068 | loss 3.573 | nll_loss 1.864 | ppl 3.64 | wps 1.19112e+06 | ups 2.9 | wpb 417537 | bsz 14129 | num_updates 24940 | lr 0.000400481 | gnorm 0.324 | clip 100% | oom 0 | loss_scale 0.500 | wall 10083\n| epoch 068 | valid on 'valid' subset | valid_loss 3.68672 | valid_nll_loss 1.9272 | valid_ppl 3.80\n| epoch 069 | loss 3.570 | nll_loss 1.862 | ppl 3.63 | wps 1.19853e+06 | ups 2.9 | wpb 417527 | bsz 14131 | num_updates 25307 | lr 0.000397566 | gnorm 0.323 | clip 100% | oom 0 | loss_scale 0.500 | wall 10226\n| epoch 069 | valid on 'valid' subset | valid_loss 3.68245 | valid_nll_loss 1.9233 | valid_ppl 3.79\n"
+
+
+def test_a_scale_that_fell_below_one_and_held_is_not_a_collapse(tmp_path: Path):
+    a = _run(tmp_path, FAIRSEQ_506)
+    assert _verdict(a) == ("healthy", "healthy")  # was: failed, loss_scale_collapse
+    f = next(f for f in a.diagnosis.findings if f.code == "PREC001")
+    assert f.severity == "warning"
+
+
+def test_a_scale_halved_log_after_log_below_one_is_a_collapse(tmp_path: Path):
+    text = FAIRSEQ_506.replace("loss_scale 0.500 | wall 10226", "loss_scale 0.250 | wall 10226").replace(
+        "| WARNING: overflow detected, setting loss scale to: 0.5",
+        "| WARNING: overflow detected, setting loss scale to: 0.5\n| WARNING: overflow detected, setting loss scale to: 0.25")
+    a = _run(tmp_path, text)
+    assert _verdict(a)[1] == "loss_scale_collapse"
+
+
+def test_fairseq_valid_lines_without_their_own_count_sit_at_their_epoch(tmp_path: Path):
+    a = _run(tmp_path, FAIRSEQ_506)
+    df = a.run.scalars
+    ev = df[df["metric"] == "eval_loss"].sort_values("step")
+    assert ev["step"].tolist() == [24207, 24574, 24940, 25307]  # was: 25308..25311, after the last update
+    assert "valid_valid_loss" not in set(df["key"])
+    assert a.run.events_of("overflow")[0].step == 24574

@@ -193,6 +193,8 @@ def _fairseq_add(out: Collector, step: int, line: int, pairs: list[tuple[str, fl
     for k, v in pairs:
         if k in _FS_SKIP:
             continue
+        if prefix and k.startswith(prefix):
+            k = k[len(prefix):]  # newer summaries name their keys already: "valid_loss", not "loss"
         key = prefix + k
         out.add(step, key, v, line)
         if prefix in ("valid_", "test_"):
@@ -220,12 +222,16 @@ def parse_fairseq(text: bytes, first_line: int, st: StepState, out: Collector,
             if _fairseq_add(out, step, lines.at(m.start()), pairs, ""):
                 _mark(st, steps, used, m.start(), step, "fairseq")
         lines = Lines(text, first_line)
+        in_force: int | None = None  # the update count of the last epoch summary above
         for m in _FS_PIPES.finditer(text):
             pairs = [(k.decode(), float(v)) for k, v in _FS_PIPE_PAIR.findall(b"| " + m[3])]
             d = dict(pairs)
-            if "num_updates" not in d:
+            if "num_updates" in d:
+                step = in_force = int(d["num_updates"])
+            elif m[2] and in_force is not None:
+                step = in_force  # a validation line without its own count (fairseq's older summary): that epoch's
+            else:
                 continue
-            step = int(d["num_updates"])
             prefix = "valid_" if m[2] else "train_"
             if _fairseq_add(out, step, lines.at(m.start()), pairs, prefix):
                 _mark(st, steps, used, m.start(), step, "fairseq")
