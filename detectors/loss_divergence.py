@@ -83,6 +83,10 @@ def detect(run: Run) -> Iterable[Finding]:
     if nonfinite_onset(run) is not None or is_policy_gradient_run(run):
         return  # NaN runs are NUM001/OPT001's; RL surrogate losses are not judged by level
     loss = latest_attempt(points(run, "loss")).finite_only()
+    floor = _softmax_floor(loss)
+    if floor is not None:
+        yield floor
+        return
     exploded = _exploded(run, loss)
     if exploded is not None:
         yield exploded
@@ -129,6 +133,42 @@ def detect(run: Run) -> Iterable[Finding]:
         yield rise
         return
     yield from _spikes(run, loss)
+
+
+#: Caffe's SoftmaxWithLoss clamps each probability at FLT_MIN: -ln(1.17549435e-38) = 87.3365 is the largest loss a
+#: sample can give, so a batch loss of exactly that is every sample at the clamp (the logits blew up, NaN included)
+SOFTMAX_FLOOR = -math.log(1.17549435e-38)
+#: logs pinned there (the last ones of the run)
+MIN_FLOOR_LOGS = 2
+
+
+def _softmax_floor(loss) -> Finding | None:
+    """The loss pinned at Caffe's softmax floor 87.3365 for its last logs: the network's outputs diverged."""
+    v = loss.values
+    at = np.abs(v - SOFTMAX_FLOOR) < 5e-4
+    if len(v) < MIN_FLOOR_LOGS or not bool(at[-MIN_FLOOR_LOGS:].all()):
+        return None
+    first = int(np.flatnonzero(~at)[-1]) + 1 if (~at).any() else 0
+    p, last = loss[first], loss[-1]
+    before = loss[first - 1] if first > 0 else None
+    ev = [p.evidence(f"loss {fmt(p.value)} at step {p.step} = -ln(FLT_MIN), Caffe's softmax-loss ceiling: every sample's "
+                     "true-class probability clamped at FLT_MIN"),
+          last.evidence(f"still {fmt(last.value)} at step {last.step} ({len(v) - first} logs)")]
+    if before is not None:
+        ev.insert(0, before.evidence(f"loss {fmt(before.value)} at step {before.step}, before it pinned"))
+    return Finding(
+        code=CODE, name=SLUG, root_cause="lr_too_high", severity="error", confidence=0.5,
+        title=f"Loss pinned at 87.3365 from step {p.step}: the softmax saturated (the outputs diverged)",
+        message=(f"the loss is 87.3365 = -ln(FLT_MIN) at {len(v) - first} logs from step {p.step}: Caffe's SoftmaxWithLoss "
+                 "clamps each probability at FLT_MIN, so this is every sample predicted with probability ~0 for its "
+                 "label, the logits blown up (or NaN). The usual cause is a learning rate too high for the net and "
+                 "batch; unnormalised inputs and labels outside [0, num_output) give it too."),
+        first_step=p.step, evidence=ev,
+        remedies=["Lower base_lr 10x (and raise it back gradually), or add a warmup; clip gradients (clip_gradients).",
+                  "Check the inputs are scaled (mean subtraction / scale in the data layer) and the labels lie in "
+                  "[0, num_output)."],
+        basis="inferred", symptom="loss_divergence",
+    )
 
 
 #: the log ends at this many times the median of the logs before its last one (and it is the highest of the run) ...

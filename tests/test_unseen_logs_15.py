@@ -339,3 +339,23 @@ def test_fairseq_valid_lines_without_their_own_count_sit_at_their_epoch(tmp_path
     assert ev["step"].tolist() == [24207, 24574, 24940, 25307]  # was: 25308..25311, after the last update
     assert "valid_valid_loss" not in set(df["key"])
     assert a.run.events_of("overflow")[0].step == 24574
+
+
+# https://github.com/yaringal/DropoutUncertaintyCaffeModels/issues/3 (as pasted): Caffe's train and test loss at 87.3365 = -ln(FLT_MIN), accuracy at chance
+CAFFE_87 = 'I0616 00:24:30.437563 10711 solver.cpp:228] Iteration 55900, loss = 87.3365\nI0616 00:24:30.437683 10711 solver.cpp:244]     Train net output #0: loss = 87.3365 (* 1 = 87.3365 loss)\nI0616 00:24:30.437700 10711 sgd_solver.cpp:106] Iteration 55900, lr = 0.00243129\nI0616 00:26:52.689358 10711 solver.cpp:404]     Test net output #0: accuracy = 0.1\nI0616 00:26:52.689466 10711 solver.cpp:404]     Test net output #1: loss = 87.3365 (* 1 = 87.3365 loss)\nI0616 00:26:53.020918 10711 solver.cpp:228] Iteration 56000, loss = 87.3365\nI0616 00:26:53.020978 10711 solver.cpp:244]     Train net output #0: loss = 87.3365 (* 1 = 87.3365 loss)\nI0616 00:26:53.020994 10711 sgd_solver.cpp:106] Iteration 56000, lr = 0.00242852\n'
+
+
+def test_caffe_loss_at_the_softmax_floor_is_not_healthy(tmp_path: Path):
+    a = _run(tmp_path, CAFFE_87)
+    st, cause = _verdict(a)
+    assert st != "healthy"  # was: healthy
+    f = next(f for f in a.diagnosis.findings if f.code == "DIV001")
+    assert "87.3365" in f.title and f.first_step == 55900
+
+
+def test_a_loss_near_87_that_moves_is_not_the_floor(tmp_path: Path):
+    text = CAFFE_87.replace("Iteration 56000, loss = 87.3365", "Iteration 56000, loss = 86.9012").replace(
+        "Train net output #0: loss = 87.3365 (* 1 = 87.3365 loss)\nI0616 00:26:53.020994",
+        "Train net output #0: loss = 86.9012 (* 1 = 86.9012 loss)\nI0616 00:26:53.020994")
+    a = _run(tmp_path, text)
+    assert not any(f.code == "DIV001" and "87.3365" in f.title for f in a.diagnosis.findings)
