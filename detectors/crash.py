@@ -154,6 +154,11 @@ KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = 
      "an operation mixed float16/bfloat16 and float32 tensors (inputs in one dtype, weights in another) outside autocast",
      ("Run the forward pass under torch.autocast (or the Trainer's fp16/bf16 flags) instead of casting the model by hand, "
       "or cast the inputs to the weights' dtype.",)),
+    (re.compile(r"Couldn't open file: "), "a file it needs cannot be opened (darknet exits)",
+     "darknet's file_error() stops the process when a file cannot be opened: the weights backup folder (backup= in the "
+     ".data file) that does not exist, or a .cfg/.data/.names/list path that is wrong",
+     ("Create the folder it names (mkdir -p backup, or the backup= path of the .data file) and check every path in the "
+      ".data file exists and is writable where weights are saved; darknet writes the first weights at iteration 100.",)),
     (re.compile(r"DataLoader worker \(pid\(?s?\)? ?[\d, ]*\)? (?:is killed by signal|exited unexpectedly)|"
                 r"unable to write to file </torch_|No space left on device"),
      "a DataLoader worker died (shared memory)",

@@ -359,3 +359,20 @@ def test_a_loss_near_87_that_moves_is_not_the_floor(tmp_path: Path):
         "Train net output #0: loss = 86.9012 (* 1 = 86.9012 loss)\nI0616 00:26:53.020994")
     a = _run(tmp_path, text)
     assert not any(f.code == "DIV001" and "87.3365" in f.title for f in a.diagnosis.findings)
+
+
+# https://github.com/AlexeyAB/darknet/issues/2449 (as pasted, quote marks stripped): darknet saves the first weights at iteration 100 into a
+# backup folder that does not exist; file_error() prints this and exits
+DARKNET_2449 = "99: 469.803864, 848.945251 avg loss, 0.000000 rate, 20.457852 seconds, 6336 images\nLoaded: 0.000029 seconds\n100: 443.011078, 808.351807 avg loss, 0.000000 rate, 20.684246 seconds, 6400 images\nSaving weights to /home/rtc/darknet/backup//yolo-obj_last.weights\nCouldn't open file: /home//darknet/backup//yolo-obj_last.weights\n"
+
+
+def test_darknet_file_error_ends_the_run(tmp_path: Path):
+    a = _run(tmp_path, DARKNET_2449)
+    assert _verdict(a) == ("failed", "crash")  # was: healthy
+    f = next(f for f in a.diagnosis.findings if f.code == "CRASH001")
+    assert f.first_step == 100 and "backup" in " ".join(f.remedies)
+
+
+def test_couldnt_open_file_inside_a_sentence_is_not_an_exit(tmp_path: Path):
+    a = _run(tmp_path, "I think it says Couldn't open file: data/obj.names but it kept going\n")
+    assert not a.run.events_of("native_abort")

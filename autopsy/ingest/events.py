@@ -186,6 +186,9 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
                                 r"(Segmentation fault|Aborted|Bus error|Illegal instruction) \(core dumped\)|"
                                 r"Fatal Python error: (Segmentation fault|Aborted|Bus error)"),
      lambda m: {"exc_type": m[1] or m[3] or m[4] or m[5], "exc_message": (m[2] or "").strip()}),
+    # darknet's file_error() (src/utils.c): prints this and exits, e.g. when the backup/ folder for the weights is missing
+    ("native_abort", re.compile(r"^\s*Couldn't open file: (\S[^\n]{0,300})"),
+     lambda m: {"exc_type": "file_error", "exc_message": f"Couldn't open file: {m[1].strip()}"}),
     # accelerate (Accelerator.__init__ / launch): "bf16 mixed precision requires PyTorch >= 1.10 and a supported device."
     ("bf16_unsupported", re.compile(r"(?:doesn't|does not|don't|not) support bf16|bf16/gpu|"
                                     r"bf16 mixed precision requires PyTorch|"
@@ -243,7 +246,7 @@ TRIGGERS = (
     "ignored in loss calculation", "rainable params", "No inf checks", "mixed precision requires", "precision was requested",
     "malloc_or_wait", "metal::malloc", "Insufficient Memory", "kIOGPU", "libc++abi", "terminate called",
     "core dumped", "Fatal Python error", "returned nan values", "Your input ran out", "collective operation timeout",
-    "Found NaN", "No valid path", "StopIteration", "No labels found",
+    "Found NaN", "No valid path", "StopIteration", "No labels found", "Couldn't open file",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the
