@@ -339,6 +339,8 @@ def not_computed(run: Run, metric: str, pts: Series) -> bool:
     not compute (by construction, e.g. TRL GRPO ``kl`` with beta 0), not a failure. The main series never qualify."""
     if metric in WATCHED or not len(pts) or pts.finite.any():
         return False
+    if HELD_OUT.search(metric) is not None and loss_like(metric):
+        return False  # an evaluation loss NaN at every evaluation was computed, from NaN (ultralytics' val/box_loss)
     if len(pts) < NOT_COMPUTED_LOGS and _LOSS_PART.search(metric.lower()):
         return False  # a loss term NaN at its one or two logs has not shown it is never computed
     loss = points(run, "loss")

@@ -43,6 +43,7 @@ from detectors._common import (
     fmt,
     fp16_signals,
     gradnorm_failure,
+    loss_like,
     nonfinite_onset,
     points,
     robust_level,
@@ -102,7 +103,12 @@ def detect(run: Run) -> Iterable[Finding]:
                                f"the ones below, {CONDITIONAL_REMEDY}.")
     loss = points(run, "loss")
     held_out = onset.metric == "eval_loss" or HELD_OUT.search(onset.metric) is not None
-    eval_only = held_out and len(loss) > 0 and bool(loss.finite.all())
+    if len(loss):
+        eval_only = held_out and bool(loss.finite.all())
+    else:  # no total logged (ultralytics' train/box_loss, train/cls_loss...): every training term finite
+        train = [points(run, m) for m in run.metrics() if loss_like(m) and HELD_OUT.search(m) is None
+                 and m not in ("eval_loss",)]
+        eval_only = held_out and any(len(p) for p in train) and all(bool(p.finite.all()) for p in train)
     if eval_only:
         remedies.insert(0, "Only the evaluation is non-finite: evaluate on a slice of the training data with the same "
                            "code; finite there means a held-out sample the training never sees (NaN or out-of-range "

@@ -376,3 +376,15 @@ def test_darknet_file_error_ends_the_run(tmp_path: Path):
 def test_couldnt_open_file_inside_a_sentence_is_not_an_exit(tmp_path: Path):
     a = _run(tmp_path, "I think it says Couldn't open file: data/obj.names but it kept going\n")
     assert not a.run.events_of("native_abort")
+
+
+# https://blog.csdn.net/qq_32892383/article/details/143626070 (ultralytics results.csv as pasted, first 4 epochs): the
+# val losses NaN at every epoch on a GTX 1660 Super under AMP, the training terms and mAP fine
+YOLOV8_CSDN = 'epoch, train/box_loss, train/cls_loss, train/dfl_loss, metrics/precision(B), metrics/recall(B), metrics/mAP50(B), metrics/mAP50-95(B), val/box_loss, val/cls_loss, val/dfl_loss, lr/pg0, lr/pg1, lr/pg2\n1, 1.0528, 4.0179, 1.0164, 0.50566, 0.42115, 0.4226, 0.31671, nan, nan, nan, 0.0033291, 0.0033291, 0.0033291\n2, 0.975, 2.3274, 0.99149, 0.87422, 0.84204, 0.9524, 0.73884, nan, nan, nan, 0.0066075, 0.0066075, 0.0066075\n3, 0.99872, 1.7083, 1.0006, 0.86385, 0.92221, 0.97791, 0.75714, nan, nan, nan, 0.0098308, 0.0098308, 0.0098308\n4, 0.98629, 1.4711, 1.0027, 0.9398, 0.96121, 0.98227, 0.74803, nan, nan, nan, 0.0097525, 0.0097525, 0.0097525\n'
+
+
+def test_an_eval_loss_nan_at_every_evaluation_is_not_a_term_never_computed(tmp_path: Path):
+    a = _run(tmp_path, YOLOV8_CSDN)
+    assert _verdict(a)[0] != "healthy"  # was: healthy (read as a term the trainer does not compute)
+    f = next(f for f in a.diagnosis.findings if f.code == "NUM001")
+    assert f.title.startswith("The evaluation loss went non-finite") and f.symptom == "eval_nonfinite"
