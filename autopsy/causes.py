@@ -82,7 +82,7 @@ EXPLAINS: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     "out_of_memory": {"oom", "crash"},
     "zero3_empty_tensors": {"empty_tensors", "crash", "zero_weights"},
     "kl_estimator_overflow": _NONFINITE | _AFTER_NAN,
-    "ctc_output_longer_than_input": _NONFINITE | _AFTER_NAN | {"loss_divergence", "loss_spike"},
+    "ctc_output_longer_than_input": _NONFINITE | _AFTER_NAN | {"loss_divergence", "loss_spike", "crash"},
     "lr_schedule_stalled": {"lr_near_zero", "loss_flat", "frozen_weights"},
     "degenerate_labels": {"trivial_task", "zero_loss"},
     "completions_truncated": {"truncated_completions", "loss_flat", "zero_grad_norm"},

@@ -145,9 +145,25 @@ def _ctc_no_alignment(run: Run, onset: Onset | None) -> Finding | None:
     if hit:
         assert onset is not None
         ev.append(onset.evidence)
+    fatal = next((e for e in evs if e.data.get("fatal")), None)
     why = ("TensorFlow's CTC loss found no valid alignment for a sample: its label sequence (with the blanks CTC needs "
            "between repeated labels) is longer than the frames the network outputs for it, so that sample's loss is "
            "inf")
+    if fatal is not None and not hit:
+        need, have = fatal.data.get("required"), fatal.data.get("available")
+        return Finding(
+            code=CODE, name=SLUG, root_cause="ctc_output_longer_than_input", severity="error", confidence=0.85,
+            title=f"CTC: a label sequence needs {need} frames, its input has {have}: the step fails",
+            message=(why.replace("so that sample's loss is inf", "") + f"(required {need}, available {have}), and with "
+                     "ignore_longer_outputs_than_inputs=False TensorFlow raises instead of returning inf: training "
+                     "stops at that batch."),
+            first_step=fatal.step, evidence=ev,
+            remedies=["Drop the samples whose transcript (with a blank between repeated labels) is longer than their "
+                      "output frames, or shorten the network's downsampling so outputs are longer than labels.",
+                      "Or let the loss skip them: ignore_longer_outputs_than_inputs=True in tf.nn.ctc_loss "
+                      "(zero_infinity=True in torch.nn.CTCLoss)."],
+            basis="direct", symptom="crash",
+        )
     return Finding(
         code=CODE, name=SLUG, root_cause="ctc_output_longer_than_input", severity="error" if hit else "warning",
         confidence=0.75 if hit else 0.5,

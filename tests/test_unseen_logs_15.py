@@ -388,3 +388,15 @@ def test_an_eval_loss_nan_at_every_evaluation_is_not_a_term_never_computed(tmp_p
     assert _verdict(a)[0] != "healthy"  # was: healthy (read as a term the trainer does not compute)
     f = next(f for f in a.diagnosis.findings if f.code == "NUM001")
     assert f.title.startswith("The evaluation loss went non-finite") and f.symptom == "eval_nonfinite"
+
+
+# https://github.com/mozilla/DeepSpeech/issues/1629 (as pasted): TensorFlow's CTC loss refuses a transcript longer than
+# its frames ("Not enough time for target transition sequence"), an InvalidArgumentError that stops training
+DEEPSPEECH_1629 = 'Preprocessing [\'/home/dell/Documents/train_file1/train1.csv\']\nPreprocessing done\nPreprocessing [\'/home/dell/Documents/train_file1/dev1.csv\']\nPreprocessing done\nPreprocessing [\'/home/dell/Documents/train_file1/test1.csv\']\nPreprocessing done\nW Parameter --validation_step needs to be >0 for early stopping to work\nI Initializing from frozen model: ../models/output_graph.pb\nI STARTING Optimization\nI Training epoch 0...\nE Not enough time for target transition sequence (required: 77, available: 76)0You can turn this error into a warning by using the flag ignore_longer_outputs_than_inputs                                  \nE \t [[{{node tower_0/CTCLoss}} = CTCLoss[ctc_merge_repeated=true, ignore_longer_outputs_than_inputs=false, preprocess_collapse_repeated=false, _device="/job:localhost/replica:0/task:0/device:CPU:0"](tower_\n'
+
+
+def test_tf_ctc_not_enough_time_is_the_label_longer_than_its_frames(tmp_path: Path):
+    a = _run(tmp_path, DEEPSPEECH_1629)
+    assert _verdict(a) == ("failed", "ctc_output_longer_than_input")  # was: inconclusive
+    f = next(f for f in a.diagnosis.findings if f.root_cause == "ctc_output_longer_than_input")
+    assert "77" in f.title and "76" in f.title

@@ -162,6 +162,9 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     # "W tensorflow/core/util/ctc/ctc_loss_calculator.cc:144] No valid path found." for a sample whose labels cannot
     # be aligned to its frames (that sample's loss is inf); the phrase alone is too common outside CTC
     ("ctc_no_alignment", re.compile(r"(?i:ctc)[^\n]*No valid path found"), lambda m: {}),
+    # TensorFlow's ctc_loss_calculator with ignore_longer_outputs_than_inputs=False: an InvalidArgumentError, the step fails
+    ("ctc_no_alignment", re.compile(r"Not enough time for target transition sequence \(required: (\d+), available: (\d+)\)"),
+     lambda m: {"required": int(m[1]), "available": int(m[2]), "fatal": True}),
     # tf.keras / Keras 3 fit(): a dataset or generator that yields fewer than steps_per_epoch * epochs batches ends
     # training with only this warning ("... at least `steps_per_epoch * epochs` batches (in this case, 100000 batches)")
     ("input_exhausted", re.compile(r"Your input ran out of data; interrupting training"
@@ -247,6 +250,7 @@ TRIGGERS = (
     "malloc_or_wait", "metal::malloc", "Insufficient Memory", "kIOGPU", "libc++abi", "terminate called",
     "core dumped", "Fatal Python error", "returned nan values", "Your input ran out", "collective operation timeout",
     "Found NaN", "No valid path", "StopIteration", "No labels found", "Couldn't open file",
+    "Not enough time for target",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the
