@@ -400,3 +400,19 @@ def test_tf_ctc_not_enough_time_is_the_label_longer_than_its_frames(tmp_path: Pa
     assert _verdict(a) == ("failed", "ctc_output_longer_than_input")  # was: inconclusive
     f = next(f for f in a.diagnosis.findings if f.root_cause == "ctc_output_longer_than_input")
     assert "77" in f.title and "76" in f.title
+
+# https://github.com/dbolya/yolact/issues/53 (the maintainer's reference run, as pasted, parts): YOLACT's train.py rows
+YOLACT_53 = ("[  0]     240 || B: 4.553 | C: 6.594 | M: 5.163 | S: 1.210 | T: 17.519 || ETA: 6 days, 20:00:21 || timer: 0.648\n"
+             "[  0]     250 || B: 4.536 | C: 6.595 | M: 5.161 | S: 1.208 | T: 17.500 || ETA: 6 days, 19:30:03 || timer: 0.716\n"
+             "[ 16]  237920 || B: 1.659 | C: 2.578 | M: 2.639 | S: 0.531 | T: 7.406 || ETA: 4 days, 11:02:14 || timer: 0.685\n"
+             "[ 16]  237930 || B: 1.669 | C: 2.573 | M: 2.658 | S: 0.524 | T: 7.424 || ETA: 4 days, 11:03:43 || timer: 0.729\n")
+
+
+def test_yolact_rows_are_read_with_t_as_the_loss(tmp_path: Path):
+    a = _run(tmp_path, YOLACT_53)
+    assert _series(a, "loss") == [17.519, 17.5, 7.406, 7.424]  # was: nothing read
+    df = a.run.scalars
+    assert df[df["key"] == "loss_mask"]["value"].tolist()[0] == 5.163
+    assert _verdict(a) == ("healthy", "healthy")
+    text = YOLACT_53.replace("T: 7.424", "T: nan").replace("M: 2.658", "M: nan")
+    assert _verdict(_run(tmp_path / "nan" if (tmp_path / "nan").mkdir() is None else tmp_path, text))[0] != "healthy"

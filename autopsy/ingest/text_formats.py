@@ -1385,6 +1385,30 @@ def parse_vits(text: bytes, first_line: int, st: StepState, out: Collector,
         used.add(m.start(3))
 
 
+# -- YOLACT / yolact_edge -----------------------------------------------------------------------------------
+
+#: ``train.py``: ``('[%3d] %7d ||' + (' %s: %.3f |' * len(loss_labels)) + ' T: %.3f || ETA: %s || timer: %.3f')``:
+#: epoch, iteration, one letter per loss term, T the total
+_YOLACT = re.compile(rb"(?m)^[ \t]*\[\s*(\d+)\]\s+(\d+) \|\|((?: [A-Z]: " + NUM + rb" \|)+) T: (" + NUM + rb") \|\|")
+_YOLACT_PAIR = re.compile(rb" ([A-Z]): (" + NUM + rb") \|")
+#: train.py's loss_types: B box localization, C class confidence, M mask, P prototype, D coefficient diversity,
+#: E class existence, S semantic segmentation, I mask IoU
+_YOLACT_KEYS = {b"B": "loss_box", b"C": "loss_conf", b"M": "loss_mask", b"P": "loss_proto", b"D": "loss_coef_div",
+                b"E": "loss_class_existence", b"S": "loss_semantic_seg", b"I": "loss_mask_iou"}
+
+
+def parse_yolact(text: bytes, first_line: int, st: StepState, out: Collector,
+                 steps: StepMarks, used: Used) -> None:
+    if not has(text, b" T: ") or not has(text, b" || "):
+        return
+    lines = Lines(text, first_line)
+    for m in _YOLACT.finditer(text):
+        step = int(m[2])
+        pairs = [(_YOLACT_KEYS.get(k, k.decode()), v) for k, v in _YOLACT_PAIR.findall(m[3])] + [("T", m[4])]
+        _add_pairs(out, step, lines.at(m.start()), pairs, {"T": "loss"})
+        _mark(st, steps, used, m.start(), step, "yolact")
+
+
 # -- Kaldi nnet3 / EESEN ----------------------------------------------------------------------------------
 
 #: Kaldi ``nnet-training.cc`` ``PrintStatsForThisPhase``: ``Average objective function for 'output' for minibatches
@@ -2219,6 +2243,7 @@ FORMAT_PARSERS = (
     (parse_darknet_regions, (b"RegionAvg",)),
     (parse_openseg, (b"TrainIteration",)),
     (parse_vits, (b"TrainEpoch",)),
+    (parse_yolact, (b"TETA",)),
     (parse_kaldi, (b"objectivefunctionfor", b"ObjlogPzx")),
     (parse_marian, (b"EpUpSenCost", b"EpUpnewbest", b"EpUpstalled")),
     (parse_mindspore, (b"steplossis", b"Invalidloss")),
