@@ -125,7 +125,8 @@ def detect(run: Run) -> Iterable[Finding]:
             signals.append(("grad", top.evidence(f"grad_norm grew from ~{fmt(base)} to {fmt(top.value)} at step {top.step}")))
     exploded = climbed = False
     fp16 = bool(fp16_signals(run))  # read once: it looks through the config, the events and the loss scale
-    if len(loss) >= 3:
+    # (two logs do when the second is already EXPLODED_RATIO x the first: 393 -> 1.7e6 -> NaN in Caffe's SSD)
+    if len(loss) >= 3 or (len(loss) == 2 and loss.values[0] > 0 and loss.values[1] >= EXPLODED_RATIO * loss.values[0]):
         best = loss[loss.argmin()]
         last = loss[-1]
         if best.value > 0 and last.value >= LOSS_RISE * best.value and last.step > best.step:

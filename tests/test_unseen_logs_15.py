@@ -416,3 +416,19 @@ def test_yolact_rows_are_read_with_t_as_the_loss(tmp_path: Path):
     assert _verdict(a) == ("healthy", "healthy")
     text = YOLACT_53.replace("T: 7.424", "T: nan").replace("M: 2.658", "M: nan")
     assert _verdict(_run(tmp_path / "nan" if (tmp_path / "nan").mkdir() is None else tmp_path, text))[0] != "healthy"
+
+
+# https://github.com/chuanqi305/FocalLoss/issues/8 (as pasted): Caffe SSD, 393 -> 1.7e6 -> NaN within 20 iterations at lr 0.001
+CAFFE_SSD_8 = ' Solving VGG_VOC0712_SSD_300x300_train\nI1112 16:14:25.373922 12274 solver.cpp:295] Learning Rate Policy: multistep\nI1112 16:14:26.191864 12274 solver.cpp:243] Iteration 0, loss = 393.183\nI1112 16:14:26.191922 12274 solver.cpp:259]     Train net output #0: mbox_loss = 463.676 (* 1 = 463.676 loss)\nI1112 16:14:26.191949 12274 sgd_solver.cpp:138] Iteration 0, lr = 0.001\nI1112 16:14:37.323004 12274 solver.cpp:243] Iteration 10, loss = 1.70709e+06\nI1112 16:14:37.323065 12274 solver.cpp:259]     Train net output #0: mbox_loss = 1.00702e+07 (* 1 = 1.00702e+07 loss)\nI1112 16:14:37.323082 12274 sgd_solver.cpp:138] Iteration 10, lr = 0.001\nI1112 16:14:48.218691 12274 solver.cpp:243] Iteration 20, loss = nan\nI1112 16:14:48.218749 12274 solver.cpp:259]     Train net output #0: mbox_loss = nan (* 1 = nan loss)\nI1112 16:14:48.218765 12274 sgd_solver.cpp:138] Iteration 20, lr = 0.001\nI1112 16:14:59.353508 12274 solver.cpp:243] Iteration 30, loss = nan\nI1112 16:14:59.353610 12274 solver.cpp:259]     Train net output #0: mbox_loss = nan (* 1 = nan loss)\nI1112 16:14:59.353627 12274 sgd_solver.cpp:138] Iteration 30, lr = 0.001\n'
+
+
+def test_an_explosion_in_the_two_logs_before_nan_names_the_lr(tmp_path: Path):
+    a = _run(tmp_path, CAFFE_SSD_8)
+    assert _verdict(a) == ("failed", "lr_too_high")  # was: inconclusive ("Loss exploded at step 10")
+
+
+def test_two_ordinary_logs_before_nan_do_not(tmp_path: Path):
+    text = CAFFE_SSD_8.replace("loss = 1.70709e+06", "loss = 391.2").replace("mbox_loss = 1.00702e+07 (* 1 = 1.00702e+07",
+                                                                              "mbox_loss = 391.2 (* 1 = 391.2")
+    a = _run(tmp_path, text)
+    assert _verdict(a)[1] != "lr_too_high"
