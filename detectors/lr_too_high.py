@@ -125,8 +125,11 @@ def detect(run: Run) -> Iterable[Finding]:
             signals.append(("grad", top.evidence(f"grad_norm grew from ~{fmt(base)} to {fmt(top.value)} at step {top.step}")))
     exploded = climbed = False
     fp16 = bool(fp16_signals(run))  # read once: it looks through the config, the events and the loss scale
-    # (two logs do when the second is already EXPLODED_RATIO x the first: 393 -> 1.7e6 -> NaN in Caffe's SSD)
-    if len(loss) >= 3 or (len(loss) == 2 and loss.values[0] > 0 and loss.values[1] >= EXPLODED_RATIO * loss.values[0]):
+    # (two logs do when the second is already EXPLODED_RATIO x the first, several updates apart: 393 -> 1.7e6 -> NaN
+    # over 10 iterations in Caffe's SSD; a blow-up in the very next update says the gradient itself was absurd,
+    # a model or input bug as much as the step size: dfanet#27, 910 -> 2.9e12 at step 1)
+    if len(loss) >= 3 or (len(loss) == 2 and loss.values[0] > 0 and loss.values[1] >= EXPLODED_RATIO * loss.values[0]
+                          and loss.steps[1] - loss.steps[0] >= 2):
         best = loss[loss.argmin()]
         last = loss[-1]
         if best.value > 0 and last.value >= LOSS_RISE * best.value and last.step > best.step:

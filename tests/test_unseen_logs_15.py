@@ -432,3 +432,15 @@ def test_two_ordinary_logs_before_nan_do_not(tmp_path: Path):
                                                                               "mbox_loss = 391.2 (* 1 = 391.2")
     a = _run(tmp_path, text)
     assert _verdict(a)[1] != "lr_too_high"
+
+
+# https://github.com/huaifeng1993/DFANet/issues/27 (as pasted, first lines): 910 -> 2.9e12 in the very next update, a
+# bug in the published model file
+DFANET_27 = ("Epoch 0/1499\nstep: 0/298 | loss: 910.1328 | IoU of batch: 0.0249\n"
+             "step: 1/298 | loss: 2907000799232.0000 | IoU of batch: 0.0004\nstep: 2/298 | loss: nan | IoU of batch: 0.0303\n"
+             "step: 3/298 | loss: nan | IoU of batch: 0.0233\n")
+
+
+def test_a_blow_up_in_the_next_single_update_does_not_name_the_lr(tmp_path: Path):
+    a = _run(tmp_path, DFANET_27)
+    assert _verdict(a)[1] != "lr_too_high"
