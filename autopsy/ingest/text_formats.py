@@ -1211,6 +1211,8 @@ _STEP_VALUE_ROW = (rb"[ \t]*(?:[Ss]tep|STEP|[Ii]ter|ITER|[Ii]teration|[Ee]poch|E
 
 def parse_step_value_rows(text: bytes, first_line: int, st: StepState, out: Collector,
                           steps: StepMarks, used: Used) -> None:
+    if steps:
+        return  # a hand-printed listing is a log of its own: a chunk whose steps another format gave holds none
     lines = Lines(text, first_line)
     run: list[re.Match[bytes]] = []
 
@@ -1373,7 +1375,7 @@ _VITS_PAIR = re.compile(rb"\b(loss_\w{1,30})=(" + NUM + rb")")
 
 def parse_vits(text: bytes, first_line: int, st: StepState, out: Collector,
                steps: StepMarks, used: Used) -> None:
-    if not has(text, b"Train Epoch: "):
+    if not has(text, b"loss_gen=") or not has(text, b"Train Epoch: "):  # (every VITS-family report has its GAN terms)
         return
     lines = Lines(text, first_line)
     for m in _VITS.finditer(text):
@@ -1399,7 +1401,7 @@ _YOLACT_KEYS = {b"B": "loss_box", b"C": "loss_conf", b"M": "loss_mask", b"P": "l
 
 def parse_yolact(text: bytes, first_line: int, st: StepState, out: Collector,
                  steps: StepMarks, used: Used) -> None:
-    if not has(text, b" T: ") or not has(text, b" || "):
+    if not has(text, b" || ETA: ") or not has(text, b" T: "):
         return
     lines = Lines(text, first_line)
     for m in _YOLACT.finditer(text):

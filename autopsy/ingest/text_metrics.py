@@ -540,7 +540,8 @@ def parse_mae(text: bytes, first_line: int, st: StepState, out: Collector,
     if not has(text, b"Epoch: [") and not has(text, b"data epoch: ["):
         return
     lines = Lines(text, first_line)
-    for m in _MAE.finditer(text):
+    # tried only where one of its two heads starts (the alternation would make the regex engine try every byte)
+    for m in finditer_at(_MAE, text, sorted(literal_positions(text, (b"Epoch: [", b"data epoch: [")))):
         epoch = int(m[2] if m[2] is not None else m[1])
         step = epoch * int(m[4]) + int(m[3])  # both 0-based in the MetricLogger
         if _add_pairs(out, step, lines.at(m.start()), _MAE_PAIR.findall(m[5])):
