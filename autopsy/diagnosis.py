@@ -117,6 +117,14 @@ def diagnose(findings: list[Finding], outcomes: list[DetectorOutcome], run: Run 
     top: _Cause | None = None
     if not serious and run is not None and _nothing_to_judge(run):
         verdict = Verdict("inconclusive", "unknown", 0.0, _nothing_headline(run))
+    elif not serious and any(o.status == "failed" for o in outcomes):
+        # a check that raised may be the one that would have found the failure (a NaN run's NUM001): not healthy
+        broke = [o for o in outcomes if o.status == "failed"]
+        verdict = Verdict("inconclusive", "unknown", 0.0,
+                          "No failure found by the checks that ran, but " + ", ".join(f"{o.code} {o.name}" for o in broke[:3])
+                          + (" and others" if len(broke) > 3 else "") + " failed to run (see the detector table): the run "
+                          "cannot be called healthy.")
+        alternatives = _alternatives(causes, None)
     elif not serious:
         headline = "No failure found in the artifacts read." + _healthy_evidence(run)
         if any(f.severity == "warning" for f in ordered):

@@ -223,3 +223,14 @@ def test_a_raising_detector_is_reported_failed_and_the_rest_stands(tmp_path: Pat
     assert {"code": "ZZZ999", "status": "failed"}.items() <= next(d for d in rep["detectors"] if d["code"] == "ZZZ999").items()
     res = runner.invoke(app, ["run", str(NAN_RUN), "-f", "json", "-o", str(out), "-q"], env={"AUTOPSY_DEBUG": "1"})
     assert isinstance(res.exception, ZeroDivisionError)
+
+
+def test_a_raising_detector_keeps_a_clean_run_from_being_called_healthy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check that raised may be the one that would have found the failure: the verdict says so instead."""
+    import detectors
+
+    healthy = next(p for p in (Path(__file__).resolve().parent.parent / "sample_logs").iterdir() if "healthy" in p.name)
+    assert analyze(healthy, debug=False).diagnosis.verdict.status == "healthy"
+    monkeypatch.setattr(detectors, "ALL", [_BrokenDetector, *detectors.ALL])
+    v = analyze(healthy, debug=False).diagnosis.verdict
+    assert v.status == "inconclusive" and "ZZZ999" in v.headline
