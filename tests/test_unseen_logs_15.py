@@ -444,3 +444,18 @@ DFANET_27 = ("Epoch 0/1499\nstep: 0/298 | loss: 910.1328 | IoU of batch: 0.0249\
 def test_a_blow_up_in_the_next_single_update_does_not_name_the_lr(tmp_path: Path):
     a = _run(tmp_path, DFANET_27)
     assert _verdict(a)[1] != "lr_too_high"
+
+
+# https://github.com/MIC-DKFZ/nnDetection/issues/107 (as pasted): loguru's per-epoch "Train loss reached" / "Val loss
+# reached" lines; the loss goes below 0 by design (GIoU-based)
+NNDET_107 = '2022-09-06 15:45:56.947 | INFO     | nndet.ptmodule.retinaunet.base:training_epoch_end:252 - Train loss reached: 0.00359\n2022-09-06 16:29:43.007 | INFO     | nndet.ptmodule.retinaunet.base:validation_epoch_end:269 - Val loss reached: 0.00189\n2022-09-06 16:29:43.130 | INFO     | nndet.ptmodule.retinaunet.base:evaluation_end:284 - mAP@0.1:0.5:0.05: 0.697  AP@0.1: 0.721  AP@0.5: 0.658\n2022-09-06 16:29:43.131 | INFO     | nndet.ptmodule.retinaunet.base:evaluation_end:292 - Proxy FG Dice: 0.699\n2022-09-06 16:29:43.133 | INFO     | nndet.ptmodule.base_module:validation_epoch_end:88 - This epoch took 85 s\n2022-09-06 16:29:43.192 | INFO     | nndet.ptmodule.retinaunet.base:training_epoch_end:252 - Train loss reached: -0.06791\n2022-09-06 17:14:03.825 | INFO     | nndet.ptmodule.retinaunet.base:validation_epoch_end:269 - Val loss reached: -0.08439\n2022-09-06 17:14:03.932 | INFO     | nndet.ptmodule.retinaunet.base:evaluation_end:284 - mAP@0.1:0.5:0.05: 0.763  AP@0.1: 0.799  AP@0.5: 0.713\n2022-09-06 17:14:03.933 | INFO     | nndet.ptmodule.retinaunet.base:evaluation_end:292 - Proxy FG Dice: 0.748\n'
+
+
+def test_nndetection_epoch_lines_are_read_and_a_negative_loss_is_healthy(tmp_path: Path):
+    a = _run(tmp_path, NNDET_107)
+    assert _series(a, "loss") == [0.00359, -0.06791]  # was: nothing read
+    assert _series(a, "eval_loss") == [0.00189, -0.08439]
+    assert _verdict(a) == ("healthy", "healthy")
+    b = _run(tmp_path / "nan" if (tmp_path / "nan").mkdir() is None else tmp_path,
+             NNDET_107.replace("Train loss reached: -0.06791", "Train loss reached: nan"))
+    assert _verdict(b)[0] != "healthy"

@@ -1411,6 +1411,31 @@ def parse_yolact(text: bytes, first_line: int, st: StepState, out: Collector,
         _mark(st, steps, used, m.start(), step, "yolact")
 
 
+# -- nnDetection ---------------------------------------------------------------------------------------------
+
+#: ``nndet/ptmodule/*/base.py``, once per epoch through loguru: ``Train loss reached: 0.00359`` (training_epoch_end) and
+#: ``Val loss reached: 0.00189`` (validation_epoch_end); no epoch number: they are counted (the loss is -GIoU-based, so
+#: it goes below 0 by design)
+_NNDET = re.compile(rb"\b(Train|Val) loss reached: (" + NUM + rb")")
+
+
+def parse_nndet(text: bytes, first_line: int, st: StepState, out: Collector,
+                steps: StepMarks, used: Used) -> None:
+    if not has(text, b" loss reached: "):
+        return
+    lines = Lines(text, first_line)
+    for m in _NNDET.finditer(text):
+        if m[1] == b"Train":
+            step = st.epoch_base.get("nndet", [-1])[0] + 1
+            st.epoch_base["nndet"] = [step]
+            _add_pairs(out, step, lines.at(m.start()), [("train_loss", m[2])], {"train_loss": "loss"})
+            _mark(st, steps, used, m.start(), step, "nndetection")
+        else:
+            step = st.epoch_base.get("nndet", [0])[0]
+            _add_pairs(out, step, lines.at(m.start()), [("val_loss", m[2])], {"val_loss": "eval_loss"})
+            used.add(m.start())
+
+
 # -- Kaldi nnet3 / EESEN ----------------------------------------------------------------------------------
 
 #: Kaldi ``nnet-training.cc`` ``PrintStatsForThisPhase``: ``Average objective function for 'output' for minibatches
@@ -2246,6 +2271,7 @@ FORMAT_PARSERS = (
     (parse_openseg, (b"TrainIteration",)),
     (parse_vits, (b"TrainEpoch",)),
     (parse_yolact, (b"TETA",)),
+    (parse_nndet, (b"lossreached",)),
     (parse_kaldi, (b"objectivefunctionfor", b"ObjlogPzx")),
     (parse_marian, (b"EpUpSenCost", b"EpUpnewbest", b"EpUpstalled")),
     (parse_mindspore, (b"steplossis", b"Invalidloss")),
