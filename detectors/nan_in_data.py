@@ -132,6 +132,16 @@ def _alignment_inf(run: Run, onset: Onset | None) -> Finding | None:
     return None
 
 
+#: the remedies of TensorFlow CTC's no-path messages, warned or fatal
+_CTC_NO_PATH_REMEDIES = (
+    "Make the network's output sequence longer than the longest label: fewer downsampling steps (or a longer max time / "
+    "sequence length), or drop the samples whose label length exceeds the output length (count a blank between "
+    "repeated labels).",
+    "Let the loss skip them instead of returning inf: ignore_longer_outputs_than_inputs=True in tf.nn.ctc_loss "
+    "(zero_infinity=True in torch.nn.CTCLoss).",
+)
+
+
 def _ctc_no_alignment(run: Run, onset: Onset | None) -> Finding | None:
     """TensorFlow's CTC loss said "No valid path found." (ctc_loss_calculator.cc): a sample whose label sequence
     cannot be aligned to its frames, whose loss is inf. Occasional ones early in training are harmless (the
@@ -146,22 +156,19 @@ def _ctc_no_alignment(run: Run, onset: Onset | None) -> Finding | None:
         assert onset is not None
         ev.append(onset.evidence)
     fatal = next((e for e in evs if e.data.get("fatal")), None)
-    why = ("TensorFlow's CTC loss found no valid alignment for a sample: its label sequence (with the blanks CTC needs "
-           "between repeated labels) is longer than the frames the network outputs for it, so that sample's loss is "
-           "inf")
+    no_path = ("TensorFlow's CTC loss found no valid alignment for a sample: its label sequence (with the blanks CTC needs "
+               "between repeated labels) is longer than the frames the network outputs for it")
+    why = no_path + ", so that sample's loss is inf"
     if fatal is not None and not hit:
         need, have = fatal.data.get("required"), fatal.data.get("available")
         return Finding(
             code=CODE, name=SLUG, root_cause="ctc_output_longer_than_input", severity="error", confidence=0.85,
             title=f"CTC: a label sequence needs {need} frames, its input has {have}: the step fails",
-            message=(why.replace("so that sample's loss is inf", "") + f"(required {need}, available {have}), and with "
+            message=(no_path + f" (required {need}, available {have}), and with "
                      "ignore_longer_outputs_than_inputs=False TensorFlow raises instead of returning inf: training "
                      "stops at that batch."),
             first_step=fatal.step, evidence=ev,
-            remedies=["Drop the samples whose transcript (with a blank between repeated labels) is longer than their "
-                      "output frames, or shorten the network's downsampling so outputs are longer than labels.",
-                      "Or let the loss skip them: ignore_longer_outputs_than_inputs=True in tf.nn.ctc_loss "
-                      "(zero_infinity=True in torch.nn.CTCLoss)."],
+            remedies=list(_CTC_NO_PATH_REMEDIES),
             basis="direct", symptom="crash",
         )
     return Finding(
@@ -175,11 +182,7 @@ def _ctc_no_alignment(run: Run, onset: Onset | None) -> Finding | None:
                         "contribute and the ones that do may be few.")),
         first_step=onset.step if hit else next((e.step for e in evs if e.step is not None), None),
         evidence=ev,
-        remedies=["Make the network's output sequence longer than the longest label: fewer downsampling steps (or a "
-                  "longer max time / sequence length), or drop the samples whose label length exceeds the output "
-                  "length (count a blank between repeated labels).",
-                  "Let the loss skip them instead of returning inf: ignore_longer_outputs_than_inputs=True in "
-                  "tf.nn.ctc_loss (zero_infinity=True in torch.nn.CTCLoss)."],
+        remedies=list(_CTC_NO_PATH_REMEDIES),
         basis="direct", symptom="nonfinite_loss" if hit else None,
     )
 

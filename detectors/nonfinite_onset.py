@@ -106,8 +106,7 @@ def detect(run: Run) -> Iterable[Finding]:
     if len(loss):
         eval_only = held_out and bool(loss.finite.all())
     else:  # no total logged (ultralytics' train/box_loss, train/cls_loss...): every training term finite
-        train = [points(run, m) for m in run.metrics() if loss_like(m) and HELD_OUT.search(m) is None
-                 and m not in ("eval_loss",)]
+        train = [points(run, m) for m in run.metrics() if loss_like(m) and HELD_OUT.search(m) is None]
         eval_only = held_out and any(len(p) for p in train) and all(bool(p.finite.all()) for p in train)
     if eval_only:
         remedies.insert(0, "Only the evaluation is non-finite: evaluate on a slice of the training data with the same "

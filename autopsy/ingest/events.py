@@ -31,7 +31,7 @@ EVENT_KINDS = (
     "nan_stop", "oom", "bf16_unsupported", "prompt_fills_max_length", "index_out_of_range",
     "cudnn_sdpa_warning", "ddp_unused_params", "unscale_fp16", "gemma_eager_warning", "loss_watchdog",
     "empty_tensor_load", "nan_input", "labels_masked", "no_trainable_params", "native_abort", "input_exhausted",
-    "collective_timeout", "loss_rejected", "ctc_no_alignment", "grad_skip",
+    "collective_timeout", "loss_rejected", "ctc_no_alignment", "grad_skip", "no_labels_found",
     "warning", "error",
 )
 

@@ -1151,10 +1151,9 @@ def parse_columns(text: bytes, first_line: int, st: StepState, out: Collector,
             hm = _COL_HEAD.match(text, ls, prev_end)
             if hm is not None:
                 cand = [c.decode() for c in _SPLIT.split(hm[1].strip()) if c]
-                joined = _joined_names(cand)
                 if len(cand) == ncols:
                     names = cand
-                elif len(joined) == ncols:
+                elif len(joined := _joined_names(cand)) == ncols:
                     names = joined  # "epoch train loss valid loss accuracy" (a rendered table pasted as text)
                 elif len(cand) > ncols and b"\t" not in hm[1] and not _DELIMS.search(hm[1]):
                     # chainer's PrintReport (ESPnet1): fixed-width columns, a cell left blank where no value was
@@ -1426,12 +1425,11 @@ def parse_nndet(text: bytes, first_line: int, st: StepState, out: Collector,
     lines = Lines(text, first_line)
     for m in _NNDET.finditer(text):
         if m[1] == b"Train":
-            step = st.epoch_base.get("nndet", [-1])[0] + 1
-            st.epoch_base["nndet"] = [step]
+            step = st.nndet_epoch = getattr(st, "nndet_epoch", -1) + 1  # type: ignore[attr-defined]
             _add_pairs(out, step, lines.at(m.start()), [("train_loss", m[2])], {"train_loss": "loss"})
             _mark(st, steps, used, m.start(), step, "nndetection")
         else:
-            step = st.epoch_base.get("nndet", [0])[0]
+            step = getattr(st, "nndet_epoch", 0)  # the epoch of the last Train line
             _add_pairs(out, step, lines.at(m.start()), [("val_loss", m[2])], {"val_loss": "eval_loss"})
             used.add(m.start())
 

@@ -537,11 +537,12 @@ def _mark_step(st: StepState, steps: StepMarks, used: Used, pos: int, step: int)
 def parse_mae(text: bytes, first_line: int, st: StepState, out: Collector,
               steps: StepMarks, used: Used) -> None:
     """``Epoch: [8]  [ 200/2293]  eta: ...  lr: 0.000004  loss: 0.2606 (0.2654)``: value, then running mean."""
-    if not has(text, b"Epoch: [") and not has(text, b"data epoch: ["):
+    # tried only where one of its two heads starts (the alternation would make the regex engine try every byte)
+    starts = sorted(literal_positions(text, (b"Epoch: [", b"data epoch: [")))
+    if not starts:
         return
     lines = Lines(text, first_line)
-    # tried only where one of its two heads starts (the alternation would make the regex engine try every byte)
-    for m in finditer_at(_MAE, text, sorted(literal_positions(text, (b"Epoch: [", b"data epoch: [")))):
+    for m in finditer_at(_MAE, text, starts):
         epoch = int(m[2] if m[2] is not None else m[1])
         step = epoch * int(m[4]) + int(m[3])  # both 0-based in the MetricLogger
         if _add_pairs(out, step, lines.at(m.start()), _MAE_PAIR.findall(m[5])):
