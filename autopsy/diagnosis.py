@@ -373,15 +373,17 @@ def _healthy_evidence(run: Run | None) -> str:
     if run is None:
         return ""
     parts = []
-    loss = run.series("loss") if run.has_metric("loss") else None
+    # the per-step loss; else an epoch summary's or the evaluation's (fairseq's train_loss, a run logging only val)
+    name = next((m for m in ("loss", "train_loss", "eval_loss") if run.has_metric(m)), None)
+    loss = run.series(name) if name is not None else None
     if loss is not None and len(loss):
         vals = [v for v in loss["value"].tolist() if math.isfinite(v)]
         steps = loss["step"].tolist()
         if vals:
-            parts.append(f"loss {vals[0]:.4g} at the only logged point (step {steps[0]})" if len(steps) == 1 else
-                         f"loss {vals[0]:.4g} -> {vals[-1]:.4g} over {len(steps)} logged points "
+            parts.append(f"{name} {vals[0]:.4g} at the only logged point (step {steps[0]})" if len(steps) == 1 else
+                         f"{name} {vals[0]:.4g} -> {vals[-1]:.4g} over {len(steps)} logged points "
                          f"(steps {steps[0]}-{steps[-1]}), all finite" if len(vals) == len(steps)
-                         else f"loss {vals[0]:.4g} -> {vals[-1]:.4g} over {len(steps)} logged points")
+                         else f"{name} {vals[0]:.4g} -> {vals[-1]:.4g} over {len(steps)} logged points")
     if run.checkpoints:
         bad = sum(1 for c in run.checkpoints if c.nonfinite_tensors)
         n = len(run.checkpoints)

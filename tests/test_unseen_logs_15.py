@@ -459,3 +459,8 @@ def test_nndetection_epoch_lines_are_read_and_a_negative_loss_is_healthy(tmp_pat
     b = _run(tmp_path / "nan" if (tmp_path / "nan").mkdir() is None else tmp_path,
              NNDET_107.replace("Train loss reached: -0.06791", "Train loss reached: nan"))
     assert _verdict(b)[0] != "healthy"
+
+
+def test_a_healthy_headline_cites_the_epoch_loss_when_no_per_step_loss_is_logged(tmp_path: Path):
+    a = _run(tmp_path, FAIRSEQ_506)
+    assert "train_loss 3.577 -> 3.57 over 4 logged points (steps 24207-25307)" in a.diagnosis.verdict.headline
