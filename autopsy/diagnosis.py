@@ -26,6 +26,7 @@ Measuring (detectors) and judging (here) are kept apart. docs/diagnosis.md descr
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from autopsy.causes import DAMAGE, PRIOR, explains
@@ -333,6 +334,11 @@ def build_chain(findings: list[Finding], verdict: Verdict) -> list[ChainStep]:
             if key in seen or not e.detail:
                 continue
             seen.add(key)
+            fact = _same_fact(e.artifact, e.where, e.detail)
+            if fact is not None:
+                if fact in seen:  # the same value of the same log line, worded by another finding
+                    continue
+                seen.add(fact)
             items.append(ChainStep(e.step, e.detail, e.artifact, e.where, e.step is None and e.is_config))
     # preconditions (config) first, then by step, then what has no known step (a log line's event, a
     # tensor); within a step, by position in the file
@@ -362,6 +368,20 @@ def build_timeline(findings: list[Finding], verdict: Verdict) -> list[TimelineEn
                                  ev.where if ev else "", config))
     out.sort(key=lambda t: (t.step is None, t.step if t.step is not None else 0, t.role != "cause", t.code))
     return out[:MAX_TIMELINE]
+
+
+#: "loss = NaN at step 2 ...", "loss 37.24 at step 2, ...", "highest loss 2.6e+06 at step 9": a metric and its value
+_FACT = re.compile(r"(?:(?:highest|lowest|last|first|final|peak)\s+)?([A-Za-z_][\w/@.]*)\s*[=:]?\s*"
+                   r"(-?\d[\d.]*(?:e[+-]?\d+)?|NaN|-?Inf)(?![\w.])")
+
+
+def _same_fact(artifact: str, where: str, detail: str) -> tuple[str, ...] | None:
+    """(artifact, line, metric, value) of a detail that opens with a metric's value read from one log line, so
+    the chain lists it once however many findings cite it; None for anything else (config, tensors, events)."""
+    if not where.startswith("line "):
+        return None
+    m = _FACT.match(detail)
+    return None if m is None else ("fact", artifact, where, m[1], m[2])
 
 
 def _line(where: str) -> int:

@@ -246,6 +246,11 @@ def value_at(pts: Sequence[Point], step: int) -> Point | None:
     return best
 
 
+def count_of(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 overflow message``, ``3 overflow messages`` (``plural`` where adding an s is wrong)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"
+
+
 def fmt(x: float | None) -> str:
     """Compact number for messages: 1.19e+34, 0.0001, 4.17, NaN."""
     if x is None:

@@ -32,7 +32,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from autopsy.model import Checkpoint, Evidence, Finding, Run, TensorStat
-from detectors._common import checkpoint_evidence, checkpoints_sorted, ck_label, ck_step, event_evidence, step_near
+from detectors._common import (
+    checkpoint_evidence,
+    checkpoints_sorted,
+    ck_label,
+    ck_step,
+    count_of,
+    event_evidence,
+    step_near,
+)
 
 CODE = "CKPT001"
 SLUG = "checkpoint-damage"
@@ -131,8 +139,8 @@ def _empty(run: Run) -> Iterable[Finding]:
         code=CODE, name=SLUG, root_cause="zero3_empty_tensors", severity="error",
         confidence=0.9 if (n_empty or zero3) else 0.8,
         title="Checkpoint holds empty [0]-shaped tensors: ZeRO-3 partitions saved without gathering",
-        message=(f"{n_empty} saved weight tensor(s) have shape [0]" if n_empty else
-                 f"{n_ev} load message(s) say the saved tensors have shape [0]")
+        message=(f"{count_of(n_empty, 'saved weight tensor')} {'has' if n_empty == 1 else 'have'} shape [0]" if n_empty else
+                 f"{count_of(n_ev, 'load message')} {'says' if n_ev == 1 else 'say'} the saved tensors have shape [0]")
                 + "; the trained weights are not in the checkpoint.",
         first_step=step if step is not None else (min(ev_steps) if ev_steps else None), evidence=evidence[:8],
         remedies=["Save with DeepSpeed `stage3_gather_16bit_weights_on_model_save: true` (HF: it is read from the "

@@ -34,6 +34,7 @@ from typing import Any
 
 from autopsy.model import Event, Evidence, Finding, Run
 from detectors._common import checkpoint_state, event_evidence, nonfinite_onset, step_near
+from detectors.knobs import knob, sentence
 
 CODE = "CRASH001"
 SLUG = "crash"
@@ -285,8 +286,8 @@ def detect(run: Run) -> Iterable[Finding]:
     onset = nonfinite_onset(run)
     after_nan = onset is not None and onset.step is not None and step is not None and onset.step <= step
     if ooms:
-        remedies = ["Lower per_device_train_batch_size and raise gradient_accumulation_steps to keep the effective batch.",
-                    "Enable gradient checkpointing, shorten max_length/cutoff_len, use bf16, or ZeRO-2/3 with offload."]
+        remedies = [sentence(knob(run, "batch")),
+                    knob(run, "memory")]
         if resume:
             remedies.append(resume[0].upper() + resume[1:] + ".")
         yield Finding(code=CODE, name=SLUG, root_cause="out_of_memory", severity="critical", confidence=0.95,

@@ -44,6 +44,7 @@ from detectors._common import (
     checkpoint_evidence,
     ck_label,
     ck_step,
+    count_of,
     event_evidence,
     fmt,
     fp16_signals,
@@ -53,6 +54,7 @@ from detectors._common import (
     points,
     tensor_file,
 )
+from detectors.knobs import knob, sentence
 
 CODE = "PREC001"
 SLUG = "fp16-overflow"
@@ -127,10 +129,10 @@ def detect(run: Run) -> Iterable[Finding]:
 
 
 def _remedies(run: Run, resume: str | None) -> list[str]:
-    out = ["Switch to bf16 (Ampere or newer: bf16=True, torch_dtype=bfloat16) or fp32; on V100/T4 use fp32.",
+    out = [f"Switch to bf16 (Ampere or newer: {knob(run, 'bf16')}) or fp32; on V100/T4 use fp32.",
            ("Do not load weights as torch_dtype=float16/half for training: use torch_dtype=auto with AMP so the "
            "master weights and optimizer state stay fp32."),
-           "Lower the learning rate and add warmup; clip gradients (max_grad_norm=1.0)."]
+           sentence(f"Lower the learning rate and {knob(run, 'warmup')}; {knob(run, 'clip')}")]
     if resume:
         out.append(resume[0].upper() + resume[1:] + ".")
     return out
@@ -221,7 +223,7 @@ def _collapse(run: Run) -> Finding | None:
     evidence.extend(ck_ev)
     parts = []
     if lows is not None:
-        parts.append((f"{n_over} overflow messages" if n_over else "the logged loss scale")
+        parts.append((count_of(n_over, "overflow message") if n_over else "the logged loss scale")
                      + f" drove the dynamic loss scale down to {fmt(lows)}")
     if mins:
         parts.append(f"the run aborted: \"{mins[0].message.strip()[:120]}\"")
@@ -301,8 +303,8 @@ def _calibration(run: Run) -> Finding | None:
     n = sum(e.count for e in evs)
     return Finding(
         code=CODE, name=SLUG, root_cause=None, severity="info", confidence=0.8,
-        title=f"{n} early loss-scale overflows: the scaler calibrating (normal)",
-        message=f"{n} overflow messages reduced the loss scale to {fmt(min(scales))}, still far above collapse "
+        title=f"{count_of(n, 'early loss-scale overflow')}: the scaler calibrating (normal)",
+        message=f"{count_of(n, 'overflow message')} reduced the loss scale to {fmt(min(scales))}, still far above collapse "
                 f"(<= {fmt(COLLAPSE_SCALE)}): the dynamic scaler searching down from its initial value.",
         first_step=evs[0].step, evidence=[event_evidence(evs[0]), event_evidence(evs[-1])],
         remedies=["Nothing to do; if overflows continue through training, lower initial_scale_power or the learning rate."],

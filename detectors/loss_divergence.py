@@ -46,6 +46,7 @@ from detectors._common import (
     points,
     value_at,
 )
+from detectors.knobs import knob, sentence
 
 CODE = "DIV001"
 SLUG = "loss-divergence"
@@ -123,8 +124,8 @@ def detect(run: Run) -> Iterable[Finding]:
                      "a step size too large for the run is the usual cause; a shard of bad samples reached at that step, "
                      "or a framework bug, are the others."),
             first_step=p.step, evidence=evidence,
-            remedies=["Resume from the checkpoint saved before the divergence with a 3-10x lower peak LR, warmup and "
-                      "max_grad_norm=1.0."],
+            remedies=[sentence("Resume from the checkpoint saved before the divergence with a 3-10x lower peak LR; "
+                               f"{knob(run, 'warmup')}; {knob(run, 'clip')}")],
             basis="inferred", symptom="loss_divergence",
         )
         return
@@ -207,8 +208,8 @@ def _ends_spiked(run: Run, loss) -> Finding | None:
                  f"({fmt(last.value)} at step {last.step}): repeated, growing spikes are how a too-large step size "
                  "throws a run out of its basin."),
         first_step=first.step, evidence=ev,
-        remedies=["Lower the peak learning rate 3-10x (LoRA recipes' 2e-4 is often too high for a small task set), add "
-                  "gradient clipping (max_grad_norm=1.0); resume from a checkpoint before the first spike.",
+        remedies=[sentence("Lower the peak learning rate 3-10x (LoRA recipes' 2e-4 is often too high for a small task "
+                           f"set); {knob(run, 'clip')}; resume from a checkpoint before the first spike"),
                   "If the spikes sit on particular batches, check those samples."],
         basis="inferred", symptom="loss_divergence",
     )

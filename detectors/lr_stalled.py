@@ -32,7 +32,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from autopsy.model import Evidence, Finding, Run
-from detectors._common import config_evidence, fmt, num, points, truthy, value_at
+from detectors._common import config_evidence, count_of, fmt, num, points, truthy, value_at
 
 CODE = "LRZ001"
 SLUG = "lr-stalled"
@@ -147,7 +147,7 @@ def detect(run: Run) -> Iterable[Finding]:
                                        "the loss scaler skipped those optimizer steps, and the scheduler with them"))
         if overflows:
             evidence.append(Evidence(run.events_of("overflow")[0].source, "overflow messages",
-                                     f"{overflows} overflow messages: skipped steps"))
+                                     f"{count_of(overflows, 'overflow message')}: skipped steps"))
         fp16 = truthy(run.config.get("fp16"))
         if run.config.fact("fp16") is not None and fp16:
             evidence.append(config_evidence(run, "fp16", "fp16 = true"))

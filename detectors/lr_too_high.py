@@ -45,6 +45,7 @@ from detectors._common import (
     robust_level,
     value_at,
 )
+from detectors.knobs import knob, sentence
 
 CODE = "OPT001"
 SLUG = "lr-too-high"
@@ -188,7 +189,7 @@ def detect(run: Run) -> Iterable[Finding]:
     peak_cfg = max(cfg_lr, peak_lr) if cfg_lr and peak_lr else (cfg_lr or peak_lr)
     remedies = [f"Lower the peak learning rate by 3-10x (e.g. {fmt(peak_cfg / 10)} instead of {fmt(peak_cfg)})." if peak_cfg else
                 "Lower the peak learning rate by 3-10x.",
-                "Add warmup (warmup_ratio 0.03-0.1) and clip gradients (max_grad_norm=1.0)."]
+                sentence(f"{knob(run, 'warmup')}; {knob(run, 'clip')}")]
     if resume:
         remedies.append(resume[0].upper() + resume[1:] + ".")
     yield Finding(

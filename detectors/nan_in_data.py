@@ -34,6 +34,7 @@ from detectors._common import (
     FP16_MAX,
     Onset,
     bf16_or_fp32,
+    count_of,
     event_evidence,
     fmt,
     fp16_signals,
@@ -290,7 +291,7 @@ def _named_input_nan(run: Run, onset: Onset) -> Finding | None:
     return Finding(
         code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.7,
         title="Non-finite inputs reported, then the run went non-finite: suspect the data",
-        message=(f"{len(named)} message(s) say samples or inputs were non-finite (first: \"{named[0].message.strip()[:120]}\"), "
+        message=(f"{count_of(len(named), 'message')} {'says' if len(named) == 1 else 'say'} samples or inputs were non-finite (first: \"{named[0].message.strip()[:120]}\"), "
                  + (f"and the training went non-finite at step {onset.step}." if onset.step is not None
                     else "and the training went non-finite.")),
         first_step=onset.step, evidence=evidence, basis="direct", symptom="nonfinite_loss",

@@ -36,6 +36,7 @@ from detectors._common import (
     hidden_zero_mask,
     points,
 )
+from detectors.knobs import knob, sentence
 
 CODE = "NUM002"
 SLUG = "overflow-then-zero"
@@ -114,7 +115,7 @@ def detect(run: Run) -> Iterable[Finding]:
     ck_ev, resume = checkpoint_evidence(run, p.step)
     evidence.extend(ck_ev)
     precision = "Train in bf16 (Ampere or newer) or fp32: torch_dtype=auto or bfloat16 rather than float16/half weights."
-    lower = "Lower the learning rate and clip gradients (max_grad_norm=1.0); reduce gradient_accumulation_steps while testing."
+    lower = sentence(f"Lower the learning rate and {knob(run, 'clip')}; accumulate fewer batches per step while testing")
     remedies = [precision, lower] if half else [lower]
     if resume:
         remedies.append(resume[0].upper() + resume[1:] + ".")

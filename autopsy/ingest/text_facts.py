@@ -303,6 +303,8 @@ BANNERS: dict[str, str] = {
     "lightning": "lightning", "Lightning": "lightning", "mmengine": "mmengine", "mmcv": "mmengine",
     "mmdet": "mmengine", "mmocr": "mmengine", "***** Running training *****": "hf_trainer",
     "site-packages/transformers/": "hf_trainer", "site-packages/trl/": "trl", "minimind": "minimind",
+    # ultralytics' start line: "Ultralytics YOLOv8.0.20 🚀 Python-3.10.9 torch-1.13.1" / "Ultralytics 8.3.2 🚀 ..."
+    "Ultralytics YOLO": "ultralytics", "Ultralytics 8.": "ultralytics",
 }
 
 

@@ -217,7 +217,10 @@ class _TextLogReader:
         path = (frame or {}).get("file", "")
         for part, fw in (("/transformers/", "hf_trainer"), ("/trl/", "trl"), ("/deepspeed/", "deepspeed"),
                          ("/swift/", "ms_swift"), ("/llamafactory/", "llamafactory"), ("/axolotl/", "axolotl"),
-                         ("/lightning/", "lightning"), ("/mmengine/", "mmengine")):
+                         ("/lightning/", "lightning"), ("/pytorch_lightning/", "lightning"), ("/mmengine/", "mmengine"),
+                         ("/mmcv/", "mmengine"), ("/mmdet/", "mmengine"), ("/ultralytics/", "ultralytics"),
+                         ("/detectron2/", "detectron2"), ("/keras/", "keras"), ("/espnet2/", "espnet"), ("/espnet/", "espnet"),
+                         ("/wenet/", "wenet")):
             if part in path:
                 self.frameworks.add(fw)
 

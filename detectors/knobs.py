@@ -1,0 +1,168 @@
+"""The settings a remedy names, in the run's own framework.
+
+A remedy that says ``max_grad_norm=1.0`` helps an HF Trainer user and no one else: a YOLO, mmdetection or
+fairseq run changes the same thing under another name (or cannot change it at all). ``knob(run, what)`` gives
+the phrase for the framework the run was read as (``run.frameworks``, the config keys it left); a run of
+unknown origin gets the plain-PyTorch way with the HF name beside it.
+
+Names checked in each framework's own sources and docs: HF ``TrainingArguments``; Lightning ``Trainer``
+(``gradient_clip_val``, ``accumulate_grad_batches``, ``precision="bf16-mixed"``); mmengine ``optim_wrapper``
+(``clip_grad``, ``accumulative_counts``, ``AmpOptimWrapper(dtype=...)``) and mmcv 1.x ``optimizer_config.grad_clip``;
+detectron2 ``SOLVER.CLIP_GRADIENTS`` / ``SOLVER.WARMUP_ITERS`` / ``SOLVER.IMS_PER_BATCH`` / ``SOLVER.AMP``;
+fairseq ``--clip-norm`` / ``--update-freq`` / ``--warmup-updates`` / ``--bf16``; Megatron ``--clip-grad`` /
+``--lr-warmup-iters``; DeepSpeed ``gradient_clipping`` / ``train_micro_batch_size_per_gpu`` / ``WarmupLR``;
+ultralytics ``batch``, ``warmup_epochs``, ``amp`` (its trainer clips at max_norm 10 itself); Keras ``clipnorm``
+and ``CosineDecay(warmup_steps=...)``; ESPnet/WeNet ``grad_clip``, ``accum_grad``; optax
+``clip_by_global_norm``; Caffe's solver ``clip_gradients`` and ``iter_size``; darknet's ``burn_in``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: HF Trainer and the trainers built on it (their logs and configs use TrainingArguments' names)
+_HF = {"hf_trainer", "trl", "ms_swift", "llamafactory", "axolotl", "llama_recipes"}
+#: TrainingArguments keys: a config that has them is an HF run even when the log printed no banner
+#: (not gradient_accumulation_steps: DeepSpeed's config has that name too)
+_HF_KEYS = ("per_device_train_batch_size", "warmup_ratio", "max_grad_norm")
+
+_FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("lightning", ("lightning", "lightning_csv")),
+    ("mmengine", ("mmengine",)),
+    ("detectron2", ("detectron2",)),
+    ("fairseq", ("fairseq",)),
+    ("megatron", ("megatron", "megatron_lm", "megatron_core")),
+    ("ultralytics", ("ultralytics", "yolo_cols")),
+    ("keras", ("keras", "keras_epoch")),
+    ("espnet", ("espnet", "wenet")),
+    ("jax", ("jax", "jaxlib")),
+    ("caffe", ("caffe",)),
+    ("darknet", ("darknet",)),
+    ("deepspeed", ("deepspeed", "deepspeed_config", "deepspeed_info", "deepspeed_model", "deepspeed_optim")),
+)
+
+_KNOBS: dict[str, dict[str, str]] = {
+    "clip": {
+        "hf": "clip gradients (max_grad_norm=1.0)",
+        "lightning": "clip gradients (Trainer(gradient_clip_val=1.0))",
+        "mmengine": ("clip gradients (optim_wrapper=dict(clip_grad=dict(max_norm=35, norm_type=2)); mmcv 1.x: "
+                     "optimizer_config=dict(grad_clip=dict(max_norm=35, norm_type=2)))"),
+        "detectron2": "clip gradients (SOLVER.CLIP_GRADIENTS.ENABLED True, CLIP_TYPE \"norm\", CLIP_VALUE 1.0)",
+        "fairseq": "clip gradients (--clip-norm 1.0)",
+        "megatron": "clip gradients (--clip-grad 1.0)",
+        "ultralytics": "the trainer already clips gradients (max_norm 10): lower lr0",
+        "keras": "clip gradients (clipnorm=1.0 on the optimizer)",
+        "espnet": "clip gradients (grad_clip: 1.0-5.0 in the training config)",
+        "jax": "clip gradients (optax.chain(optax.clip_by_global_norm(1.0), <optimizer>))",
+        "caffe": "clip gradients (clip_gradients: 10 in solver.prototxt)",
+        "darknet": "lower learning_rate in the [net] section (darknet has no gradient clipping)",
+        "deepspeed": "clip gradients (\"gradient_clipping\": 1.0 in the DeepSpeed config)",
+        "": ("clip gradients (torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0) before optimizer.step(); "
+             "max_grad_norm=1.0 in HF TrainingArguments)"),
+    },
+    "warmup": {
+        "hf": "add warmup (warmup_ratio 0.03-0.1, or warmup_steps)",
+        "lightning": "add warmup (a LinearLR warmup chained before the decay in configure_optimizers)",
+        "mmengine": ("add warmup (a LinearLR entry at the head of param_scheduler; mmcv 1.x: lr_config warmup='linear', "
+                     "warmup_iters=500)"),
+        "detectron2": "add warmup (SOLVER.WARMUP_ITERS, a small share of SOLVER.MAX_ITER)",
+        "fairseq": "add warmup (--warmup-updates, e.g. 4000, with --lr-scheduler inverse_sqrt)",
+        "megatron": "add warmup (--lr-warmup-iters or --lr-warmup-fraction)",
+        "ultralytics": "lengthen the warmup (warmup_epochs, default 3)",
+        "keras": "add warmup (keras.optimizers.schedules.CosineDecay(..., warmup_target=<peak>, warmup_steps=N))",
+        "espnet": "add warmup (warmup_steps in scheduler_conf, e.g. 25000 with warmuplr)",
+        "jax": "add warmup (optax.warmup_cosine_decay_schedule)",
+        "caffe": "lower base_lr for the first iterations (Caffe's solver has no warmup: restart from a snapshot)",
+        "darknet": "lengthen burn_in in the [net] section",
+        "deepspeed": "add warmup (a WarmupLR/WarmupDecayLR scheduler with warmup_num_steps)",
+        "": "add a linear warmup (a few hundred steps, 3-10% of the run; warmup_ratio in HF TrainingArguments)",
+    },
+    "batch": {
+        "hf": "lower per_device_train_batch_size and raise gradient_accumulation_steps to keep the effective batch",
+        "lightning": "lower the DataLoader batch_size and set Trainer(accumulate_grad_batches=N) to keep the effective batch",
+        "mmengine": ("lower train_dataloader's batch_size (mmcv 1.x: data.samples_per_gpu) and set "
+                     "optim_wrapper=dict(accumulative_counts=N) to keep the effective batch"),
+        "detectron2": "lower SOLVER.IMS_PER_BATCH (and SOLVER.BASE_LR in proportion)",
+        "fairseq": "lower --max-tokens (or --batch-size) and raise --update-freq to keep the effective batch",
+        "megatron": "lower --micro-batch-size (the global batch is kept by more accumulation steps)",
+        "ultralytics": ("lower the batch size (batch=, or batch=-1 to let ultralytics pick one that fits; --batch-size in "
+                        "YOLOv5's train.py) or the image size"),
+        "keras": "lower batch_size in fit()",
+        "espnet": "lower batch_bins (or batch_size) and raise accum_grad (accum-grad in ESPnet1) to keep the effective batch",
+        "jax": "lower the per-device batch size and accumulate gradients (optax.MultiSteps) to keep the effective batch",
+        "caffe": "lower batch_size in the data layer and raise iter_size in the solver to keep the effective batch",
+        "darknet": "raise subdivisions in the [net] section (the same batch in smaller pieces)",
+        "deepspeed": ("lower train_micro_batch_size_per_gpu and raise gradient_accumulation_steps in the DeepSpeed config "
+                      "to keep the effective batch"),
+        "": ("lower the batch size and accumulate gradients over several steps to keep the effective batch "
+             "(per_device_train_batch_size / gradient_accumulation_steps in HF TrainingArguments)"),
+    },
+    "memory": {
+        "hf": "Enable gradient checkpointing, shorten max_length/cutoff_len, use bf16, or ZeRO-2/3 with offload.",
+        "lightning": ("Shorten the longest inputs, train in Trainer(precision=\"bf16-mixed\") (or \"16-mixed\"), or shard "
+                      "with strategy=\"fsdp\" / \"deepspeed_stage_2\"."),
+        "mmengine": ("Lower the image scale in the train pipeline (Resize scale=...) and cap the boxes per image; train "
+                     "with AmpOptimWrapper."),
+        "detectron2": ("Lower INPUT.MIN_SIZE_TRAIN / INPUT.MAX_SIZE_TRAIN and MODEL.RPN.POST_NMS_TOPK_TRAIN; "
+                       "SOLVER.AMP.ENABLED True."),
+        "fairseq": ("Drop over-long samples (--max-positions, --skip-invalid-size-inputs-valid-test), train with "
+                    "--fp16/--bf16 and --checkpoint-activations."),
+        "megatron": ("Recompute activations (--recompute-activations), shard the optimizer (--use-distributed-optimizer) "
+                     "or raise the tensor/pipeline parallel size."),
+        "ultralytics": "Lower imgsz=; if host RAM ran out, cache=False and fewer workers=.",
+        "keras": ("Lower the input size; use mixed precision (mixed_float16 / mixed_bfloat16); "
+                  "tf.config.experimental.set_memory_growth when the GPU is shared."),
+        "espnet": ("Filter out the longest utterances (ESPnet1 --maxlen-in/--maxlen-out; a smaller batch_bins bounds "
+                   "the frames per batch) and train with AMP."),
+        "jax": ("Lower the per-device batch or sequence length, rematerialise activations (jax.checkpoint), or shard "
+                "the parameters across devices."),
+        "caffe": "Lower batch_size in the data layer (raise the solver's iter_size to keep the effective batch) or the input size.",
+        "darknet": "Raise subdivisions or lower width/height in the [net] section.",
+        "deepspeed": "Raise the ZeRO stage (2/3) with offload_optimizer/offload_param, and checkpoint activations.",
+        "": ("Enable gradient checkpointing, shorten the longest inputs (sequence length, image size, audio duration), "
+             "use mixed precision (bf16/fp16), or shard the model (ZeRO/FSDP)."),
+    },
+    "bf16": {
+        "hf": "bf16=True with torch_dtype=torch.bfloat16",
+        "lightning": "Trainer(precision=\"bf16-mixed\")",
+        "mmengine": "optim_wrapper=dict(type='AmpOptimWrapper', dtype='bfloat16')",
+        "detectron2": "bf16 autocast (SOLVER.AMP.ENABLED is fp16 there: turn it off for fp32)",
+        "fairseq": "--bf16 instead of --fp16",
+        "megatron": "--bf16 instead of --fp16",
+        "ultralytics": "amp=False (ultralytics' AMP is fp16 only)",
+        "keras": "keras.mixed_precision.set_global_policy(\"mixed_bfloat16\")",
+        "espnet": "bf16 autocast or use_amp false (fp32)",
+        "jax": "bfloat16 params/compute dtypes",
+        "caffe": "fp32 (Caffe's half-precision builds have no bf16)",
+        "darknet": "fp32 (darknet's half precision has no bf16)",
+        "deepspeed": "\"bf16\": {\"enabled\": true} instead of the \"fp16\" section",
+        "": "torch.autocast(\"cuda\", dtype=torch.bfloat16), or bf16=True in HF TrainingArguments",
+    },
+}
+
+
+def family(run: Any) -> str:
+    """``hf``, one of ``_FAMILIES``' names, or ``""`` (not known)."""
+    fws = set(getattr(run, "frameworks", None) or ())
+    if fws & _HF:
+        return "hf"
+    config = getattr(run, "config", None)
+    fact = getattr(config, "fact", None)
+    if fact is not None and any(fact(k) is not None for k in _HF_KEYS):
+        return "hf"
+    for name, labels in _FAMILIES:
+        if fws.intersection(labels):
+            return name
+    return ""
+
+
+def knob(run: Any, what: str) -> str:
+    """The phrase for ``what`` (``clip``, ``warmup``, ``batch``, ``memory``, ``bf16``) in the run's framework."""
+    table = _KNOBS[what]
+    return table.get(family(run), table[""])
+
+
+def sentence(text: str) -> str:
+    """``text`` as a sentence: capital first letter, one full stop."""
+    text = text.strip()
+    return (text[:1].upper() + text[1:]).rstrip(".") + "."
