@@ -371,13 +371,49 @@ def loss_like(metric: str) -> bool:
     return m in WATCHED or m.startswith("loss") or _LOSS_PART.search(m) is not None or _CAMEL_LOSS.search(metric) is not None
 
 
+#: exact-zero losses that start within this many logs after a spike are the spike's hidden non-finite window
+ZERO_AFTER_SPIKE_LOGS = 5
+#: a spike: this many times the median of the finite non-zero logs before it, or past fp16's max
+ZERO_SPIKE_FACTOR = 10.0
+
+
 def hidden_zero_mask(loss: Series, gn: Series) -> np.ndarray:
-    """Per loss point: exactly 0.0 with a non-finite grad_norm logged at the same step."""
+    """Per loss point: exactly 0.0 with a non-finite grad_norm logged at the same step; where no grad_norm is logged,
+    exact zeros two or more logs in a row that start right after a spike (``_zeros_after_spike``)."""
     zero = loss.values == 0.0
-    if not zero.any() or not len(gn):
+    if not zero.any():
         return np.zeros(len(loss), dtype=bool)
+    if not len(gn):
+        return _zeros_after_spike(loss.values)
     present, gval = gn.lookup(loss.steps)
     return zero & present & ~np.isfinite(gval)
+
+
+def _zeros_after_spike(v: np.ndarray) -> np.ndarray:
+    """A loss does not fall from a spike 10x its level (or past 65504) to exactly 0.0 and stay there: HF's
+    logging_nan_inf_filter logs a window of non-finite losses as 0.0 (alpaca-lora#418: 537 .. 2697, then 6.17e+07, then
+    0.0 for 5 logs, no grad_norm logged). Zeros from the start (nothing to learn) or after a gradual fall are not this."""
+    out = np.zeros(len(v), dtype=bool)
+    z = v == 0.0
+    i, n = 0, len(v)
+    while i < n:
+        if not z[i]:
+            i += 1
+            continue
+        e = i
+        while e < n and z[e]:
+            e += 1
+        if e - i >= 2:
+            pre = np.flatnonzero(np.isfinite(v[max(0, i - ZERO_AFTER_SPIKE_LOGS):i]) & (v[max(0, i - ZERO_AFTER_SPIKE_LOGS):i] != 0))
+            if pre.size:
+                j = max(0, i - ZERO_AFTER_SPIKE_LOGS) + int(pre[np.argmax(v[max(0, i - ZERO_AFTER_SPIKE_LOGS):i][pre])])
+                before = v[max(0, j - ZERO_AFTER_SPIKE_LOGS):j]
+                before = before[np.isfinite(before) & (before != 0)]
+                base = float(np.median(before)) if before.size else None
+                if v[j] > FP16_MAX or (base is not None and base > 0 and v[j] >= ZERO_SPIKE_FACTOR * base):
+                    out[i:e] = True
+        i = e
+    return out
 
 
 def hidden_zero_steps(run: Run) -> Series:
@@ -429,8 +465,10 @@ def nonfinite_onset(run: Run) -> Onset | None:
     hidden = hidden_zero_steps(run)
     if len(hidden):
         h = hidden[0]
+        with_gn = f"with a non-finite grad_norm at step {h.step}" if len(points(run, "grad_norm")) else (
+            f"at step {h.step}, right after a spike")
         candidates.append(Onset(h.step, "loss", h.evidence(
-            f"loss logged as exactly 0.0 with a non-finite grad_norm at step {h.step} ({len(hidden)} such logs): "
+            f"loss logged as exactly 0.0 {with_gn} ({len(hidden)} such logs): "
             "HF logging_nan_inf_filter hides a window of non-finite losses as 0.0"), hidden_zero=True,
             n_bad=len(hidden), n_total=len(points(run, "loss"))))
     for ev in run.events_of("nan_stop"):
@@ -754,6 +792,9 @@ def fp16_signals(run: Run) -> list[PrecisionSignal]:
     if len(dyn):  # a dynamic loss scale above 1 exists only for float16 (bf16 and fp32 log a constant 1.0, or none)
         out.append(PrecisionSignal(dyn[0].evidence(f"loss scale {fmt(dyn[0].value)} at step {dyn[0].step}: dynamic loss "
                                                    "scaling, which only float16 mixed precision uses"), False, "message"))
+    skipped = _skipped_start(run)
+    if skipped is not None:
+        out.append(PrecisionSignal(skipped, False, "hint"))
     for ev in run.events_of("nan_stop"):
         if AMP_ENGINE_STOP.search(ev.message) and not _loss_dict_follows(run, ev):
             out.append(PrecisionSignal(event_evidence(ev, "\"Loss is nan, stopping training\" is the stop message of the DeiT/MAE/MAR-style "
@@ -761,6 +802,32 @@ def fp16_signals(run: Run) -> list[PrecisionSignal]:
                                        False, "hint"))
             break
     return out
+
+
+#: trainers that do not step the LR scheduler when the fp16 loss scaler skips an optimizer step (HF Trainer's
+#: ``optimizer_step_was_skipped``; DeepSpeed's overflow skip), so a warmup from 0 stays at 0 while every step overflows
+_SKIP_HOLDS_LR = {"hf_trainer", "trl", "ms_swift", "llamafactory", "axolotl", "llama_recipes", "deepspeed"}
+#: logs in a row at exactly lr 0 from the first: one is a warmup logged before its first step; more are skipped steps
+SKIPPED_START_LOGS = 3
+
+
+def _skipped_start(run: Run) -> Evidence | None:
+    """The learning rate exactly 0 at the first ``SKIPPED_START_LOGS``+ logs, then above 0, in a trainer that holds
+    the scheduler on a skipped step: the optimizer steps of that stretch were skipped, which only fp16 dynamic loss
+    scaling does."""
+    if not set(run.frameworks) & _SKIP_HOLDS_LR:
+        return None
+    lr = points(run, "learning_rate")
+    if len(lr) <= SKIPPED_START_LOGS:
+        return None
+    v = lr.values
+    nz = np.flatnonzero(v != 0.0)
+    k = int(nz[0]) if nz.size else len(v)
+    if k < SKIPPED_START_LOGS or k == len(v) or not (np.isfinite(v[k]) and v[k] > 0):
+        return None
+    last = lr[k - 1]
+    return last.evidence(f"learning_rate exactly 0 at the first {k} logs (to step {last.step}), then {fmt(v[k])}: "
+                         "the scheduler did not step, which HF and DeepSpeed do when the fp16 loss scaler skips a step")
 
 
 def _is_half(v: Any) -> bool:

@@ -36,6 +36,7 @@ NEEDS = ("events", "config")
 NEEDS_ANY = True
 
 BF16_ERROR_RE = re.compile(r"(?:setup|device) doesn'?t support bf16|bf16.{0,40}requires? (?:an )?Ampere"
+                           r"|[Dd]evice does not support bfloat16(?!.{0,80}(?:fall(?:ing)? ?back|disabling|overriding))"
                            r"|Bfloat16 is only supported on GPUs with compute capability"
                            r"|bf16 mixed precision requires PyTorch|bf16 precision was requested but not available",
                            re.IGNORECASE)

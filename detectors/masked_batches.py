@@ -32,7 +32,15 @@ from collections.abc import Iterable
 import numpy as np
 
 from autopsy.model import Evidence, Finding, Run
-from detectors._common import config_evidence, fmt, is_policy_gradient_run, is_token_lm_run, points, truthy
+from detectors._common import (
+    config_evidence,
+    fmt,
+    hidden_zero_steps,
+    is_policy_gradient_run,
+    is_token_lm_run,
+    points,
+    truthy,
+)
 
 CODE = "DATA002"
 SLUG = "masked-batches"
@@ -83,6 +91,8 @@ def _eval_nan(run: Run) -> Iterable[Finding]:
     train = points(run, "loss")
     if len(train) and not train.finite.all():
         return  # the training itself went non-finite: NUM001 and the causes of that
+    if len(hidden_zero_steps(run)):
+        return  # ... hidden as 0.0 by HF's logging_nan_inf_filter
     gn = points(run, "grad_norm")
     if len(gn) and int((~gn.finite).sum()) > len(gn) // 2:
         return

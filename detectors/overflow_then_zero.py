@@ -3,7 +3,8 @@
 What it detects:
     The "1.19e+34 then 0" shape: a finite loss that jumps at least ``SPIKE_FACTOR`` times above
     its recent level (or past fp16's maximum, 65504), followed within a few logs by losses of
-    exactly 0.0 logged together with a non-finite ``grad_norm`` (or by NaN losses).
+    exactly 0.0 logged together with a non-finite ``grad_norm`` (or by NaN losses; where no ``grad_norm`` is logged,
+    by exact zeros two or more logs in a row right after the spike).
 
 Why it matters:
     The zeros are not a converged model: HF Trainer's ``logging_nan_inf_filter`` logs a window of
@@ -104,7 +105,9 @@ def detect(run: Run) -> Iterable[Finding]:
         f" ({p.value / base:.3g}x its recent level {fmt(base)})" if base and base > 0 else "")
     tail = []
     if n_zero:
-        tail.append(f"then exactly 0.0 for {n_zero} logs while grad_norm is non-finite")
+        tail.append(f"then exactly 0.0 for {n_zero} logs" + (" while grad_norm is non-finite" if len(gn_pts) else
+                                                            " (no grad_norm logged; a loss does not fall from there to "
+                                                            "exactly 0.0)"))
     if n_nan:
         tail.append(f"NaN/Inf for {n_nan} logs")
     evidence = [p.evidence(spike_txt + (" (past fp16's max 65504)" if past_fp16 and half else ""))]

@@ -193,7 +193,10 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("native_abort", re.compile(r"^\s*Couldn't open file: (\S[^\n]{0,300})"),
      lambda m: {"exc_type": "file_error", "exc_message": f"Couldn't open file: {m[1].strip()}"}),
     # accelerate (Accelerator.__init__ / launch): "bf16 mixed precision requires PyTorch >= 1.10 and a supported device."
-    ("bf16_unsupported", re.compile(r"(?:doesn't|does not|don't|not) support bf16|bf16/gpu|"
+    # torch.amp.autocast: "Current CUDA Device does not support bfloat16. Please switch dtype to float16." (raised);
+    # a script that falls back ("... does not support bfloat16, falling back to fp32") is no failure
+    ("bf16_unsupported", re.compile(r"(?:doesn't|does not|don't|not) support (?:bf16|bfloat16)"
+                                    r"(?![^\n]{0,80}(?:[Ff]all(?:ing)? ?back|[Dd]isabling|[Oo]verriding))|bf16/gpu|"
                                     r"bf16 mixed precision requires PyTorch|"
                                     # torchtune get_dtype: "bf16 precision was requested but not available on this hardware"
                                     r"bf16 precision was requested but not available|"
