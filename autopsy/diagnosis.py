@@ -393,8 +393,9 @@ def _healthy_evidence(run: Run | None) -> str:
     if run is None:
         return ""
     parts = []
-    # the per-step loss; else an epoch summary's or the evaluation's (fairseq's train_loss, a run logging only val)
-    name = next((m for m in ("loss", "train_loss", "eval_loss") if run.has_metric(m)), None)
+    # the per-step loss; else an epoch summary's or the evaluation's (fairseq's train_loss, a run logging only val), or
+    # the perplexity a trainer prints instead (the Lua OpenNMT)
+    name = next((m for m in ("loss", "train_loss", "eval_loss", "ppl", "eval_ppl") if run.has_metric(m)), None)
     loss = run.series(name) if name is not None else None
     if loss is not None and len(loss):
         vals = [v for v in loss["value"].tolist() if math.isfinite(v)]

@@ -277,8 +277,8 @@ def robust_level(values: Iterable[float] | np.ndarray) -> float | None:
 
 # -- the non-finite onset -------------------------------------------------------------------
 
-#: metrics whose non-finite value is the failure itself
-WATCHED = ("loss", "eval_loss", "grad_norm")
+#: metrics whose non-finite value is the failure itself (a perplexity is exp of the loss: the Lua OpenNMT logs only that)
+WATCHED = ("loss", "eval_loss", "grad_norm", "ppl", "eval_ppl", "perplexity", "eval_perplexity")
 
 
 @dataclass

@@ -225,6 +225,8 @@ NOT_A_TERM = re.compile(r"(?i)^(?:loss|total_loss|eval_.*|val_.*|test_.*)$|lr|le
                         r"logps|logits|reward|margin|chosen|rejected|perplexity|ppl|(?:^|/)kl$")
 #: a term non-finite at this many logs with the other terms finite beside it, the later one after the first
 MIN_PARTIAL_LOGS = 2
+#: a box-regression loss term (rpn_loss_box, loss_bbox, giou_loss, reg_loss, loc_loss)
+BOX_TERM = re.compile(r"(?i)box|bbox|reg|iou|loc")
 
 
 def _one_term_nan(run: Run, onset: Onset) -> Finding | None:
@@ -244,7 +246,10 @@ def _one_term_nan(run: Run, onset: Onset) -> Finding | None:
                       and bool(p.finite[p.steps == st].all())]
             if others:
                 partial.append((st, others))
-        if len(partial) < MIN_PARTIAL_LOGS:
+        box = BOX_TERM.search(name) is not None
+        # a box-regression term alone non-finite beside two or more finite terms is the signature of a degenerate box
+        # (zero or negative width/height: log-space targets of -inf) even at one log; any other term needs two
+        if not partial or len(partial) < (1 if box and len(partial[0][1]) >= 2 else MIN_PARTIAL_LOGS):
             continue
         (s0, others0), (s1, _) = partial[0], partial[-1]
         # every term non-finite at that first log: when they are as many as the finite ones, most of the model's
@@ -258,12 +263,11 @@ def _one_term_nan(run: Run, onset: Onset) -> Finding | None:
         steady = [m for m in others0 if all(m in o for _, o in partial)]
         kept = (f"{', '.join(steady[:3])} stay{'s' if len(steady) == 1 else ''} finite" if steady
                 else "other terms finite beside it")
-        box = re.search(r"(?i)box|bbox|reg|iou|loc", name) is not None
         return Finding(
             code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.6,
             title=(f"Only {name} goes non-finite" if steady == others0 else f"{name} goes non-finite first")
-                  + f" (steps {s0}..{s1}); {kept}",
-            message=(f"{name} is non-finite at {len(partial)} logs from step {s0} while "
+                  + (f" (steps {s0}..{s1}); {kept}" if s1 != s0 else f" (step {s0}); {kept}"),
+            message=(f"{name} is non-finite at {count_of(len(partial), 'log')} from step {s0} while "
                      + (', '.join(steady[:4]) if steady else "other terms") + " at the "
                      "same logs are finite: the shared weights still compute, so the NaN comes from that term's inputs "
                      "on some samples" + (" (a box with zero or negative width/height, whose log-space regression target "

@@ -66,3 +66,41 @@ def test_a_script_that_falls_back_from_bf16_is_no_failure(tmp_path: Path):
             + "".join(f"step {i} | loss {3.0 - i * 0.1:.3f}\n" for i in range(1, 12)))
     a = _run(tmp_path, text)
     assert _verdict(a)[1] != "bf16_unsupported_hardware"
+
+
+# https://github.com/ruotianluo/pytorch-faster-rcnn/issues/105 (as pasted): 0-based VOC boxes under a loader that subtracts
+# 1; rpn_loss_box alone turns NaN while the classification terms stay finite
+FASTER_RCNN_105 = 'iter: 80 / 10000, total loss: 0.941651\n >>> rpn_loss_cls: 0.063259\n >>> rpn_loss_box: 0.815982\n >>> loss_cls: 0.047017\n >>> loss_box: 0.015394\n >>> lr: 0.001000\nspeed: 0.271s / iter\niter: 100 / 10000, total loss: 1.232251\n >>> rpn_loss_cls: 0.071523\n >>> rpn_loss_box: 1.027229\n >>> loss_cls: 0.096656\n >>> loss_box: 0.036843\n >>> lr: 0.001000\nspeed: 0.270s / iter\nWrote snapshot to: /home/hd006351/Documents/pytorch-faster-rcnn/output/vgg16/2018_train/default/vgg16_faster_rcnn_iter_101.pth\niter: 120 / 10000, total loss: 2.593077\n >>> rpn_loss_cls: 1.008498\n >>> rpn_loss_box: 1.346431\n >>> loss_cls: 0.186908\n >>> loss_box: 0.051240\n >>> lr: 0.000100\nspeed: 0.270s / iter\niter: 140 / 10000, total loss: nan\n >>> rpn_loss_cls: 0.682706\n >>> rpn_loss_box: nan\n >>> loss_cls: 0.000110\n >>> loss_box: 0.000000\n >>> lr: 0.000100\nspeed: 0.270s / iter\n'
+
+# https://github.com/OpenNMT/OpenNMT/issues/122 (as pasted): the Lua OpenNMT's report lines, perplexity only
+OPENNMT_LUA_122 = "Epoch 1 ; Iteration 74000/77776 ; Learning rate 1.0000 ; Source tokens/s 1270 ; Perplexity 14.64\nEpoch 1 ; Iteration 75000/77776 ; Learning rate 1.0000 ; Source tokens/s 1270 ; Perplexity 14.55\nEpoch 1 ; Iteration 76000/77776 ; Learning rate 1.0000 ; Source tokens/s 1270 ; Perplexity 14.46\nEpoch 1 ; Iteration 77000/77776 ; Learning rate 1.0000 ; Source tokens/s 1270 ; Perplexity 14.37\nValidation perplexity: 7.8701437591397\nSaving checkpoint to 'model-qrt/model-diff-0.5-0.8-10m_epoch1_7.87.t7'...\n\nEpoch 2 ; Iteration 1000/77776 ; Learning rate 1.0000 ; Source tokens/s 1274 ; Perplexity 8.29\nEpoch 2 ; Iteration 2000/77776 ; Learning rate 1.0000 ; Source tokens/s 1269 ; Perplexity 8.29\nEpoch 2 ; Iteration 3000/77776 ; Learning rate 1.0000 ; Source tokens/s 1270 ; Perplexity 8.29\nEpoch 2 ; Iteration 4000/77776 ; Learning rate 1.0000 ; Source tokens/s 1268 ; Perplexity 8.28\n"
+
+
+def test_box_term_alone_nan_at_one_log_names_the_data(tmp_path: Path):
+    a = _run(tmp_path, FASTER_RCNN_105)
+    assert _verdict(a) == ("failed", "nan_in_data")  # was inconclusive
+    (f,) = [f for f in a.diagnosis.findings if f.code == "DATA001"]
+    assert f.title.startswith("Only rpn_loss_box goes non-finite (step 140)")
+    assert "zero or negative width/height" in f.message
+
+
+def test_a_classification_term_alone_at_one_log_is_not_enough(tmp_path: Path):
+    text = FASTER_RCNN_105.replace(">>> rpn_loss_box: nan", ">>> rpn_loss_box: 0.912000").replace(
+        ">>> rpn_loss_cls: 0.682706", ">>> rpn_loss_cls: nan")
+    a = _run(tmp_path, text)
+    assert not [f for f in a.diagnosis.findings if f.code == "DATA001"]
+
+
+def test_lua_opennmt_report_lines_are_read(tmp_path: Path):
+    a = _run(tmp_path, OPENNMT_LUA_122)
+    df = a.run.scalars
+    ppl = df[df["metric"] == "ppl"].sort_values("step")
+    assert ppl["step"].tolist()[:2] == [74000, 75000] and ppl["value"].tolist()[:2] == [14.64, 14.55]
+    assert ppl["step"].tolist()[4] == 77776 + 1000  # epoch 2 iteration 1000: the epoch's 77776 iterations before it
+    assert _verdict(a) == ("healthy", "healthy")  # was nothing read
+    assert "ppl 14.64 -> 8.28" in a.diagnosis.verdict.headline
+
+
+def test_a_nan_perplexity_is_a_failure(tmp_path: Path):
+    a = _run(tmp_path, OPENNMT_LUA_122.replace("Perplexity 8.28\n", "Perplexity nan\n"))
+    assert _verdict(a)[0] != "healthy"

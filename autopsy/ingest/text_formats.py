@@ -1276,15 +1276,25 @@ _ONMT_PAIR = re.compile(rb"\b(acc|ppl|xent|aux|lr): *(" + NUM + rb")(?=;|\s|$)")
 #: ``Validation perplexity: %g`` / ``Validation accuracy: %g`` (and ``Train ...``) after each validation
 _ONMT_VALID = re.compile(rb"\b(Validation|Train) (perplexity|accuracy|xent): (" + NUM + rb")")
 ONMT_KEYS = {"xent": "loss", "ppl": "ppl", "acc": "accuracy", "lr": "learning_rate"}
+#: the Lua OpenNMT (``onmt/train/EpochState.lua`` ``EpochState:log``): ``Epoch %d ; Iteration %d/%d ; Learning rate %.4f ;
+#: Source tokens/s %d ; Perplexity %.2f`` (the perplexity of the batches since the last report); the iteration restarts
+#: every epoch, out of the epoch's %d
+_ONMT_LUA = re.compile(rb"\bEpoch +(\d+) ; Iteration +(\d+)/(\d+) ; Learning rate (" + NUM + rb") ;[^\r\n;]{0,80}; "
+                       rb"Perplexity (" + NUM + rb")")
 _ONMT_VALID_KEYS = {b"perplexity": "ppl", b"accuracy": "accuracy", b"xent": "loss"}
 
 
 def parse_opennmt(text: bytes, first_line: int, st: StepState, out: Collector,
                   steps: StepMarks, used: Used) -> None:
     """``xent`` is the per-token cross-entropy (the loss); ``ppl`` its exponential, capped at exp(100)."""
-    if not has(text, b"acc: ") and not has(text, b"Validation "):
+    if not has(text, b"acc: ") and not has(text, b"Validation ") and not has(text, b"; Perplexity "):
         return
     lines = Lines(text, first_line)
+    if has(text, b"; Perplexity "):
+        for m in _ONMT_LUA.finditer(text):
+            step = (int(m[1]) - 1) * int(m[3]) + int(m[2]) if int(m[1]) >= 1 else int(m[2])
+            _add_pairs(out, step, lines.at(m.start()), [("ppl", m[5]), ("lr", m[4])], ONMT_KEYS)
+            _mark(st, steps, used, m.start(), step, "opennmt")
     for m in _ONMT.finditer(text):
         pairs = _ONMT_PAIR.findall(m[5])
         if not any(k in (b"ppl", b"xent") for k, _ in pairs):
@@ -2263,7 +2273,8 @@ FORMAT_PARSERS = (
     (parse_verl, (b"step",)),
     (parse_megatron, (b"iteration",)),
     (parse_caffe, (b"Iteration",)),
-    (parse_opennmt, (b"accppl", b"Validationperplexity", b"Validationaccuracy", b"Trainperplexity")),
+    (parse_opennmt, (b"accppl", b"Validationperplexity", b"Validationaccuracy", b"Trainperplexity",
+                     b"IterationLearningrate")),
     (parse_darknet, (b"ratesecondsimages",)),
     (parse_darknet_regions, (b"RegionAvg",)),
     (parse_openseg, (b"TrainIteration",)),
