@@ -277,8 +277,11 @@ def robust_level(values: Iterable[float] | np.ndarray) -> float | None:
 
 # -- the non-finite onset -------------------------------------------------------------------
 
-#: metrics whose non-finite value is the failure itself (a perplexity is exp of the loss: the Lua OpenNMT logs only that)
-WATCHED = ("loss", "eval_loss", "grad_norm", "ppl", "eval_ppl", "perplexity", "eval_perplexity")
+#: metrics whose non-finite value is the failure itself
+WATCHED = ("loss", "eval_loss", "grad_norm")
+#: a perplexity (exp of the loss; the Lua OpenNMT logs only that): NaN in it is a non-finite loss, while inf is exp of
+#: a cross-entropy above 709, an explosion (DIV001's), not a NaN
+PERPLEXITY = re.compile(r"(?i)(?:^|[/_.\s])(?:ppl|perplexity)$")
 
 
 @dataclass
@@ -436,10 +439,11 @@ def nonfinite_onset(run: Run) -> Onset | None:
     candidates: list[Onset] = []
     metrics = run.metrics()
     for metric in metrics:
-        if not loss_like(metric):
+        ppl = PERPLEXITY.search(metric.strip()) is not None
+        if not loss_like(metric) and not ppl:
             continue
         pts = points(run, metric)
-        bad = np.flatnonzero(~pts.finite)
+        bad = np.flatnonzero(np.isnan(pts.values) if ppl else ~pts.finite)
         if not bad.size:
             continue
         if metric == "grad_norm" and not gradnorm_failure(run, pts):

@@ -225,8 +225,15 @@ NOT_A_TERM = re.compile(r"(?i)^(?:loss|total_loss|eval_.*|val_.*|test_.*)$|lr|le
                         r"logps|logits|reward|margin|chosen|rejected|perplexity|ppl|(?:^|/)kl$")
 #: a term non-finite at this many logs with the other terms finite beside it, the later one after the first
 MIN_PARTIAL_LOGS = 2
-#: a box-regression loss term (rpn_loss_box, loss_bbox, giou_loss, reg_loss, loc_loss)
-BOX_TERM = re.compile(r"(?i)box|bbox|reg|iou|loc")
+#: the last word of a box-regression loss term's name, "loss" words left out (rpn_loss_box, loss_bbox, loss_box_reg,
+#: giou_loss, loc_loss; not loss_box_cls or loss_box_reid, the classification and re-id heads on the boxes)
+BOX_REGRESSION_WORDS = {"box", "bbox", "boxes", "reg", "regression", "iou", "giou", "diou", "ciou", "l1", "loc", "delta",
+                        "deltas"}
+
+
+def is_box_regression(name: str) -> bool:
+    words = [w for w in re.split(r"[^a-z0-9]+", name.lower()) if w and w not in ("loss", "losses")]
+    return bool(words) and words[-1] in BOX_REGRESSION_WORDS
 
 
 def _one_term_nan(run: Run, onset: Onset) -> Finding | None:
@@ -246,7 +253,7 @@ def _one_term_nan(run: Run, onset: Onset) -> Finding | None:
                       and bool(p.finite[p.steps == st].all())]
             if others:
                 partial.append((st, others))
-        box = BOX_TERM.search(name) is not None
+        box = is_box_regression(name)
         # a box-regression term alone non-finite beside two or more finite terms is the signature of a degenerate box
         # (zero or negative width/height: log-space targets of -inf) even at one log; any other term needs two
         if not partial or len(partial) < (1 if box and len(partial[0][1]) >= 2 else MIN_PARTIAL_LOGS):

@@ -104,3 +104,13 @@ def test_lua_opennmt_report_lines_are_read(tmp_path: Path):
 def test_a_nan_perplexity_is_a_failure(tmp_path: Path):
     a = _run(tmp_path, OPENNMT_LUA_122.replace("Perplexity 8.28\n", "Perplexity nan\n"))
     assert _verdict(a)[0] != "healthy"
+
+
+def test_box_regression_terms_are_told_from_other_box_heads():
+    from detectors.nan_in_data import is_box_regression
+
+    for name in ("rpn_loss_box", "loss_bbox", "loss_rpn_bbox", "loss_box_reg", "giou_loss", "loc_loss", "rpn_box"):
+        assert is_box_regression(name), name
+    # SeqNet's OIM re-id loss on the boxes (SeqNet#26: a torch-version bug) and a box head's classification
+    for name in ("loss_box_reid", "loss_box_cls", "rpn_loss_cls", "loss_ce"):
+        assert not is_box_regression(name), name
