@@ -438,9 +438,12 @@ def nonfinite_onset(run: Run) -> Onset | None:
     """
     candidates: list[Onset] = []
     metrics = run.metrics()
+    # no loss read at all (a table whose column is named after the run, DeepSpeed#5347's "Stage2_1node_ds0.14.0"):
+    # a series that was finite and went non-finite is the only sign there is; rates, scores and rewards are not it
+    unnamed = not any(loss_like(m) or PERPLEXITY.search(m.strip()) for m in metrics)
     for metric in metrics:
         ppl = PERPLEXITY.search(metric.strip()) is not None
-        if not loss_like(metric) and not ppl:
+        if not loss_like(metric) and not ppl and not (unnamed and _went_nonfinite(run, metric)):
             continue
         pts = points(run, metric)
         bad = np.flatnonzero(np.isnan(pts.values) if ppl else ~pts.finite)
@@ -485,6 +488,20 @@ def nonfinite_onset(run: Run) -> Onset | None:
     order = {"loss": 0, "eval_loss": 2, "grad_norm": 1}
     candidates.sort(key=lambda o: (o.step if o.step is not None else 1 << 62, order.get(o.metric, 3)))
     return candidates[0]
+
+
+#: series that are no loss when nothing else is logged: NaN there is no failure of the training (a class absent from an
+#: evaluation, an episode that did not finish, an unset learning rate)
+_NOT_LOSS_ALONE = re.compile(r"(?i)lr|learning|acc|time|speed|mem|eta|epoch|step|iou|map|f1|auc|recall|precision|"
+                             r"reward|return|episode|score|bleu|rouge|wer|cer|sample|token|throughput")
+
+
+def _went_nonfinite(run: Run, metric: str) -> bool:
+    """A series of an unknown quantity finite at first, non-finite later (not NaN from its first log: never computed)."""
+    if _NOT_LOSS_ALONE.search(metric):
+        return False
+    pts = points(run, metric)
+    return len(pts) >= 2 and bool(pts.finite[0]) and not bool(pts.finite.all())
 
 
 #: share of non-finite grad_norm logs above which skipped steps are the run, not a blip

@@ -134,8 +134,12 @@ def _no_box_targets(run: Run) -> Finding | None:
     set for a custom dataset, annotations filtered out, wrong category ids)."""
     boxes = {m: points(run, m) for m in run.metrics() if _BOX_TERM.search(m)}
     boxes = {m: p for m, p in boxes.items() if len(p)}
-    if not boxes or any(len(p) < MIN_BOX_ZERO_POINTS or bool((p.values != 0.0).any()) or not starts_at_start(p)
-                        for p in boxes.values()):
+    # two regression heads (RPN and RoI) both exactly 0 at the same log say it from one log (mmdetection#930: "there
+    # is no positive samples"); one head needs two logs from the start
+    one_log = len(boxes) >= 2 and all(len(p) == 1 for p in boxes.values()) and len({int(p.steps[0])
+                                                                                     for p in boxes.values()}) == 1
+    if not boxes or any(bool((p.values != 0.0).any()) for p in boxes.values()) or (not one_log and any(
+            len(p) < MIN_BOX_ZERO_POINTS or not starts_at_start(p) for p in boxes.values())):
         return None
     training = ((m, points(run, m)) for m in run.metrics() if _CLS_TERM.search(m) and not _BOX_TERM.search(m))
     cls = next(((m, p) for m, p in training if bool((p.finite & (p.values > 0)).any())), None)
@@ -143,16 +147,21 @@ def _no_box_targets(run: Run) -> Finding | None:
         return None
     name, rows = next(iter(boxes.items()))
     cname, crows = cls
-    evidence = [scalar_evidence(m, p.row(-1), f"{m} exactly 0.0 at all {len(p)} logs (steps {p.steps[0]}..{p.steps[-1]})")
+    evidence = [scalar_evidence(m, p.row(-1), f"{m} exactly 0.0 at all {len(p)} logs (steps {p.steps[0]}..{p.steps[-1]})"
+                                if len(p) > 1 else f"{m} exactly 0.0 at step {p.steps[0]}")
                 for m, p in list(boxes.items())[:3]]
     evidence.append(scalar_evidence(cname, crows.row(0), f"{cname} = {fmt(float(crows.values[0]))} at step "
                                                          f"{crows.steps[0]}: the classifier trains"))
     return Finding(
         code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.6,
-        title="Box-regression loss exactly 0 at every log: no ground-truth box reaches the loss",
-        message=(f"{', '.join(list(boxes)[:3])} {'is' if len(boxes) == 1 else 'are'} exactly 0.0 at every log from step "
-                 f"{rows.steps[0]} while {cname} trains: the regression loss sums over foreground anchors, so no image "
-                 "contributed a ground-truth box (every box filtered out or never matched to a class)."),
+        title=("Box-regression losses exactly 0 at the log read: no positive sample reaches them" if one_log else
+               "Box-regression loss exactly 0 at every log: no ground-truth box reaches the loss"),
+        message=(f"{', '.join(list(boxes)[:3])} {'is' if len(boxes) == 1 else 'are'} exactly 0.0 "
+                 + (f"at step {rows.steps[0]}" if one_log else f"at every log from step {rows.steps[0]}")
+                 + f" while {cname} trains: the regression loss sums over foreground anchors, so no "
+                 + ("anchor or proposal of these batches matched a ground-truth box (boxes too small, in the wrong "
+                    "format or filtered out)." if one_log else
+                    "image contributed a ground-truth box (every box filtered out or never matched to a class).")),
         first_step=int(rows.steps[0]), evidence=evidence, basis="inferred", symptom="zero_loss",
         remedies=["Check that the dataset's class names match the annotation categories (mmdet: set classes=(...) in "
                   "the train/val dataset config of a custom COCO dataset; detectron2: thing_classes), and count the "

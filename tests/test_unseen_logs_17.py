@@ -114,3 +114,36 @@ def test_box_regression_terms_are_told_from_other_box_heads():
     # SeqNet's OIM re-id loss on the boxes (SeqNet#26: a torch-version bug) and a box head's classification
     for name in ("loss_box_reid", "loss_box_cls", "rpn_loss_cls", "loss_ce"):
         assert not is_box_regression(name), name
+
+
+# https://github.com/microsoft/DeepSpeed/issues/5347 (as pasted): grad_norm tables whose one column is named after the run
+DEEPSPEED_5347 = '**grad_norm, circle means NAN:**\n| Step | Stage2_1node_ds0.14.0 |\n|-----------------|-----------------|\n| 37   | 1.6166185140609741  |\n| 38   | 1.5178347826004028  |\n| 39   | NaN  |\n| 40   | 1.434411883354187  |\n| 41   | NaN  |\n| 42   | NaN  |\n\n| Step | Stage2_4node_ds0.14.0 |\n|-----------------|-----------------|\n| 0   | 23068.85156  |\n| 1   | 24.89443588256836  |\n| 2   | 22.727699279785156  |\n| 3   | 23.45322036743164  |\n| 4   | NaN  |\n| 5   | NaN  |\n\n| Step | Stage2_1node_ds0.14.0_smaller_lr |\n|-----------------|-----------------|\n| 113   | 1.500418203016511  |\n| 114   | 1.0031307797956182  |\n| 115   | 1.4142135623730951  |\n| 116   | 1.4142135623730951  |\n| 117   | 1.4142135623730951  |\n| 118   | 1.4142135623730951 |\n'
+
+# https://github.com/open-mmlab/mmdetection/issues/930 (as pasted, one line): "there is no positive samples"
+MMDET_930 = '2019-07-05 11:04:50,991 - INFO - Epoch [1][2250/18654]\tlr: 0.00250, eta: 2 days, 7:52:51, time: 1.009, data_time: 0.503, memory: 5589, loss_rpn_cls: 0.0000, loss_rpn_bbox: 0.0000, loss_cls: 0.0097, acc: 99.7949, loss_bbox: 0.0000, loss: 0.0097\n'
+
+
+def test_a_series_that_goes_nan_is_a_failure_when_no_loss_is_named(tmp_path: Path):
+    a = _run(tmp_path, DEEPSPEED_5347)
+    assert _verdict(a)[0] != "healthy"  # was healthy, "No failure found in the artifacts read"
+    (f,) = [f for f in a.diagnosis.findings if f.code == "NUM001"]
+    assert "Stage2_" in f.message
+
+
+def test_a_nan_accuracy_alone_stays_no_failure(tmp_path: Path):
+    # a table of per-evaluation accuracy where one evaluation had no sample of a class: NaN there is no training failure
+    text = "| Step | val_acc |\n|---|---|\n| 1 | 0.50 |\n| 2 | 0.61 |\n| 3 | NaN |\n| 4 | 0.66 |\n"
+    a = _run(tmp_path, text)
+    assert not [f for f in a.diagnosis.findings if f.code == "NUM001"]
+
+
+def test_two_box_heads_exactly_zero_in_one_log_are_no_positive_samples(tmp_path: Path):
+    a = _run(tmp_path, MMDET_930)
+    assert _verdict(a) == ("failed", "all_labels_masked")  # was healthy
+    (f,) = [f for f in a.diagnosis.findings if f.code == "LBL001"]
+    assert "loss_bbox" in f.message and "loss_rpn_bbox" in f.message
+
+
+def test_one_box_head_zero_in_one_log_is_not_enough(tmp_path: Path):
+    a = _run(tmp_path, MMDET_930.replace("loss_rpn_bbox: 0.0000", "loss_rpn_bbox: 0.0312"))
+    assert not [f for f in a.diagnosis.findings if f.code == "LBL001"]
