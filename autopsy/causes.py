@@ -20,7 +20,10 @@ from __future__ import annotations
 
 #: what a detector can observe (the symptom vocabulary)
 SYMPTOMS: dict[str, str] = {
-    "nonfinite_loss": "the training loss went NaN/Inf (also hidden as 0.0 by HF's logging_nan_inf_filter)",
+    "nonfinite_loss": ("the training loss went NaN/Inf (also hidden as 0.0 by HF's logging_nan_inf_filter: with a non-finite"
+                       " grad_norm beside it, or, where no grad_norm is logged, exact zeros two or more logs in a row right "
+                       "after a 10x spike; a perplexity that is NaN; where no loss is named at all, any series other than "
+                       "rates, scores and rewards that goes from finite to NaN)"),
     "nonfinite_grad_norm": "the gradient norm went NaN/Inf and stayed so (every step skipped or NaN applied)",
     "nonfinite_aux": "NaN/Inf confined to an auxiliary or length-normalised term (nll_loss, logps/*, rewards/*, kl)",
     "eval_nonfinite": "the evaluation loss is NaN/Inf while the training loss is finite",

@@ -255,8 +255,12 @@ def _one_term_nan(run: Run, onset: Onset) -> Finding | None:
                 partial.append((st, others))
         box = is_box_regression(name)
         # a box-regression term alone non-finite beside two or more finite terms is the signature of a degenerate box
-        # (zero or negative width/height: log-space targets of -inf) even at one log; any other term needs two
-        if not partial or len(partial) < (1 if box and len(partial[0][1]) >= 2 else MIN_PARTIAL_LOGS):
+        # (zero or negative width/height: log-space targets of -inf) even at one log, where nothing after it shows every
+        # term broken (TensorFlow2.0-Examples#8: giou_loss NaN at one log, every term the next, the LR's doing); any
+        # other term needs two logs
+        one_log = (box and len(partial) == 1 and len(partial[0][1]) >= 2
+                   and not any(bool((p.steps > partial[0][0]).any()) for p in terms.values()))
+        if not partial or (len(partial) < MIN_PARTIAL_LOGS and not one_log):
             continue
         (s0, others0), (s1, _) = partial[0], partial[-1]
         # every term non-finite at that first log: when they are as many as the finite ones, most of the model's
@@ -271,14 +275,16 @@ def _one_term_nan(run: Run, onset: Onset) -> Finding | None:
         kept = (f"{', '.join(steady[:3])} stay{'s' if len(steady) == 1 else ''} finite" if steady
                 else "other terms finite beside it")
         return Finding(
-            code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.6,
+            code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.5 if one_log else 0.6,
             title=(f"Only {name} goes non-finite" if steady == others0 else f"{name} goes non-finite first")
                   + (f" (steps {s0}..{s1}); {kept}" if s1 != s0 else f" (step {s0}); {kept}"),
             message=(f"{name} is non-finite at {count_of(len(partial), 'log')} from step {s0} while "
                      + (', '.join(steady[:4]) if steady else "other terms") + " at the "
                      "same logs are finite: the shared weights still compute, so the NaN comes from that term's inputs "
                      "on some samples" + (" (a box with zero or negative width/height, whose log-space regression target "
-                                          "is -inf or NaN)" if box else "") + "."),
+                                          "is -inf or NaN)" if box else "") + "."
+                     + (" This is the last log read: if every term went non-finite right after it, the updates broke the "
+                        "weights instead (the learning rate)." if one_log else "")),
             first_step=s0, evidence=[p0.evidence(f"{name} = {fmt(p0.value)} at step {s0} while {beside} are finite"),
                                 onset.evidence],
             basis="inferred", symptom="nonfinite_loss",
