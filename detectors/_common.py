@@ -296,6 +296,7 @@ class Onset:
     recovered: bool = False  # finite values follow the non-finite ones (particular batches)
     n_bad: int = 1
     n_total: int = 1
+    message: bool = False  # read from a log message (a NaN-stop line), not from a series
 
 
 #: metrics of RL trainers (TRL GRPO/PPO/RLOO, verl, OpenRLHF, ms-swift GRPO; SB3/baselines/RLlib agents): in such runs the
@@ -480,9 +481,12 @@ def nonfinite_onset(run: Run) -> Onset | None:
             n_bad=len(hidden), n_total=len(points(run, "loss"))))
     for ev in run.events_of("nan_stop"):
         what = (f"autograd anomaly detection: the backward of {ev.data.get('tensor')} produced NaN"
-                if ev.data.get("anomaly") else "the training loop stopped on a non-finite loss")
+                if ev.data.get("anomaly") else
+                f"TensorFlow's histogram summary of {ev.data.get('tensor')} found NaN: that variable's values (the "
+                "weights, once a NaN update reached them) are non-finite"
+                if ev.data.get("what") == "weights" else "the training loop stopped on a non-finite loss")
         candidates.append(Onset(ev.step if ev.step is not None else step_near(run, ev), "loss",
-                                event_evidence(ev, f"{what}: \"{ev.message.strip()[:160]}\"")))
+                                event_evidence(ev, f"{what}: \"{ev.message.strip()[:160]}\""), message=True))
     if not candidates:
         return None
     order = {"loss": 0, "eval_loss": 2, "grad_norm": 1}

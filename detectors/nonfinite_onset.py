@@ -118,7 +118,8 @@ def detect(run: Run) -> Iterable[Finding]:
         title=(f"The evaluation loss went non-finite at {at} while the training loss stayed finite"
                + (f" ({onset.metric})" if onset.metric != "eval_loss" else "") if eval_only else
                f"Training went non-finite at {at}" + (" (the first log)" if first else "")),
-        message=f"First non-finite value at {at}: {onset.metric} ({shape})"
+        message=(f"First non-finite value at {at}: {onset.evidence.detail}" if onset.message else
+                 f"First non-finite value at {at}: {onset.metric} ({shape})")
                 + ("; no finite loss was logged before it" if first else "") + ".",
         first_step=onset.step, evidence=evidence, remedies=remedies, basis="symptom",
         symptom="eval_nonfinite" if held_out else "nonfinite_grad_norm" if onset.metric == "grad_norm" else "nonfinite_loss",

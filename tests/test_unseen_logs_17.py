@@ -147,3 +147,13 @@ def test_two_box_heads_exactly_zero_in_one_log_are_no_positive_samples(tmp_path:
 def test_one_box_head_zero_in_one_log_is_not_enough(tmp_path: Path):
     a = _run(tmp_path, MMDET_930.replace("loss_rpn_bbox: 0.0000", "loss_rpn_bbox: 0.0312"))
     assert not [f for f in a.diagnosis.findings if f.code == "LBL001"]
+
+
+# https://github.com/tensorpack/tensorpack/issues/404 (as pasted): TF's histogram summary of a weight found NaN
+TENSORPACK_404 = 'InvalidArgumentError (see above for traceback): Nan in summary histogram for: param-summary/res2.2/conv1/W\n\t [[Node: param-summary/res2.2/conv1/W = HistogramSummary[T=DT_FLOAT, _device="/job:localhost/replica:0/task:0/cpu:0"](param-summary/res2.2/conv1/W/tag, res2.2/conv1/W/read/_145)]]\n'
+
+
+def test_a_nan_histogram_names_the_variable_not_a_loss(tmp_path: Path):
+    a = _run(tmp_path, TENSORPACK_404)
+    (f,) = [f for f in a.diagnosis.findings if f.code == "NUM001"]
+    assert "param-summary/res2.2/conv1/W" in f.message and ": loss (" not in f.message  # was "...: loss (and it stays"
