@@ -30,7 +30,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from autopsy.model import Finding, Run
-from detectors._common import fmt, points
+from detectors._common import fmt, points, starts_at_start
 
 CODE = "FLAT001"
 SLUG = "loss-flat"
@@ -63,32 +63,56 @@ def _resolution(values: np.ndarray) -> float:
 COMMON_CLASSES = (200, 1000, 1001)
 
 
-def _chance_classes(value: float) -> int | None:
+def _chance_classes(value: float, tol: float = CHANCE_TOL) -> int | None:
     for k in (*range(2, MAX_CLASSES + 1), *COMMON_CLASSES):
-        if abs(value - math.log(k)) <= CHANCE_TOL:
+        if abs(value - math.log(k)) <= tol:
             return k
     return None
 
 
+#: a loss at chance level from the run's start: this many logs at least, each within this fraction of ln(K)
+MIN_CHANCE_START_LOGS = 5
+CHANCE_START_REL = 5e-3
+
+
+def _chance_from_start(loss) -> int | None:
+    """Every log from the run's start within ``CHANCE_START_REL`` of one ln(K), at least ``MIN_CHANCE_START_LOGS`` of
+    them, with no descent (the later half no lower than the earlier): the loss never left chance level (a forum run
+    printing "epoch 0 loss = 2.3086 ... epoch 5 loss = 2.3057", dead ReLUs). Looser than the plateau rule: batch noise
+    around ln(K) is larger than 0.1%, and an epoch's mean that sits there this long is no slow start."""
+    v = loss.values
+    if len(v) < MIN_CHANCE_START_LOGS or not starts_at_start(loss) or v[0] <= 0:
+        return None
+    k = _chance_classes(float(np.median(v)), CHANCE_START_REL * float(np.median(v)))
+    if k is None or not np.all(np.abs(v - math.log(k)) <= CHANCE_START_REL * math.log(k)):
+        return None
+    half = len(v) // 2
+    return k if float(np.mean(v[half:])) >= float(np.mean(v[:half])) - CHANCE_START_REL * math.log(k) / 2 else None
+
+
 def detect(run: Run) -> Iterable[Finding]:
     loss = points(run, "loss").finite_only()
-    if len(loss) < MIN_STUCK_LOGS:
+    early = _chance_from_start(loss) if len(loss) < MIN_STUCK_LOGS else None
+    if len(loss) < MIN_STUCK_LOGS and early is None:
         return
     values = loss.values
     last = float(values[-1])
     if last == 0.0:
         return  # an exact zero is LBL001's (no supervised token)
     tol = max(FLAT_REL * abs(last), 1e-9)
-    start = len(values) - 1
-    while start > 0 and abs(values[start - 1] - last) <= tol:
-        start -= 1
+    if early is not None:
+        start, tol = 0, CHANCE_START_REL * math.log(early)
+    else:
+        start = len(values) - 1
+        while start > 0 and abs(values[start - 1] - last) <= tol:
+            start -= 1
     stuck = loss[start:]
     n = len(stuck)
-    if n < MIN_STUCK_LOGS or n < MIN_STUCK_SHARE * len(values):
+    if early is None and (n < MIN_STUCK_LOGS or n < MIN_STUCK_SHARE * len(values)):
         return
     if _resolution(values) > tol:
         return  # printed too coarsely to tell a plateau from a slow descent
-    k = _chance_classes(last)
+    k = early if early is not None else _chance_classes(last)
     identical = bool(np.all(stuck.values == stuck.values[0]))
     if k is None and not (identical and n >= MIN_IDENTICAL_LOGS):
         return
@@ -113,7 +137,8 @@ def detect(run: Run) -> Iterable[Finding]:
     if len(gn):
         notes.append(f"grad_norm is {fmt(float(gn.values[-1]))} at step {gn[-1].step}")
     evidence = [first.evidence(f"loss {fmt(first.value)} at step {first.step}, the first of {n} logs within "
-                               f"{fmt(tol)} of each other (spread {fmt(spread)})"),
+                               + (f"{fmt(tol)} of ln({k}) = {math.log(k):.4f} from the start" if early is not None else
+                                  f"{fmt(tol)} of each other") + f" (spread {fmt(spread)})"),
                 end.evidence(f"loss {fmt(end.value)} at step {end.step}: still there at the last log")]
     if start > 0:
         before = loss[start - 1]

@@ -157,3 +157,25 @@ def test_a_nan_histogram_names_the_variable_not_a_loss(tmp_path: Path):
     a = _run(tmp_path, TENSORPACK_404)
     (f,) = [f for f in a.diagnosis.findings if f.code == "NUM001"]
     assert "param-summary/res2.2/conv1/W" in f.message and ": loss (" not in f.message  # was "...: loss (and it stays"
+
+
+# https://discuss.pytorch.org/t/cross-entropy-loss-is-not-decreasing/43814/16 (a later poster's run, as pasted): an MLP on
+# 10 classes whose epoch loss never leaves ln(10) (dead ReLUs)
+TORCH_FORUM_43814 = 'epoch 0 loss = 2.308579206466675\nepoch 1 loss = 2.297269344329834\nepoch 2 loss = 2.3083386421203613\nepoch 3 loss = 2.3027005195617676\nepoch 4 loss = 2.304455518722534\nepoch 5 loss = 2.305694341659546\n'
+
+
+def test_an_epoch_loss_at_ln_k_from_the_start_is_stuck_at_chance(tmp_path: Path):
+    a = _run(tmp_path, TORCH_FORUM_43814)
+    assert _verdict(a)[0] != "healthy"  # was healthy: "loss 2.309 -> 2.306 over 6 logged points"
+    (f,) = [f for f in a.diagnosis.findings if f.code == "FLAT001"]
+    assert "ln(10)" in f.title
+
+
+def test_a_loss_that_leaves_ln_k_is_not_stuck(tmp_path: Path):
+    # the same print, a run that learns: it starts at ln(10) and falls
+    text = "".join(f"epoch {i} loss = {v}\n" for i, v in enumerate((2.3031, 2.2950, 2.2801, 2.2512, 2.2010, 2.1233)))
+    a = _run(tmp_path, text)
+    assert not [f for f in a.diagnosis.findings if f.code == "FLAT001"]
+    # and a noisy one around ln(10) that is only four logs long
+    a = _run(tmp_path, "".join(f"epoch {i} loss = {v}\n" for i, v in enumerate((2.3086, 2.2973, 2.3083, 2.3027))))
+    assert not [f for f in a.diagnosis.findings if f.code == "FLAT001"]
