@@ -264,6 +264,22 @@ def detect(run: Run) -> Iterable[Finding]:
             reasons.append(f"{key} is only {int(got[0])} tokens")
             break
 
+    # a loss at 0 from the start and nothing else, in a run that is no token LM (a detector, a classifier, a linear
+    # model): the same "nothing to learn from", told in its own terms, and the one reading that is no failure
+    plain = zero and not (warned or said or nan_nll or acc) and not is_token_lm_run(run)
+    if plain:
+        yield Finding(
+            code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity=severity, confidence=min(confidence, 0.5),
+            title="The loss is exactly 0 from the first log: no target reaches it",
+            message="; ".join(reasons) + ": a loss that sums or averages over the batch's targets is 0 when there is "
+                    "none (every label ignored, no box or mask, an empty target file), or when every sample is "
+                    "already classified with margin (a hinge loss of a separable problem, which is no failure).",
+            first_step=first_step, evidence=evidence, basis="inferred", symptom="zero_loss",
+            remedies=["Count the targets per batch after loading: labels present and not all the ignore index, boxes "
+                      "and masks not empty, the label files found where the loader looks.",
+                      "Check the loss gets what it expects: raw logits and class indices (not one-hot or probabilities), "
+                      "targets of the right shape, the right reduction."])
+        return
     yield Finding(
         code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity=severity, confidence=confidence,
         title="All labels masked: the loss has no supervised tokens" if severity == "error" else

@@ -179,3 +179,16 @@ def test_a_loss_that_leaves_ln_k_is_not_stuck(tmp_path: Path):
     # and a noisy one around ln(10) that is only four logs long
     a = _run(tmp_path, "".join(f"epoch {i} loss = {v}\n" for i, v in enumerate((2.3086, 2.2973, 2.3083, 2.3027))))
     assert not [f for f in a.diagnosis.findings if f.code == "FLAT001"]
+
+
+# https://github.com/scikit-learn/scikit-learn/pull/31856 (the "before" output quoted in the fix, epochs 1-3): SGD's verbose
+# lines, a one-class SVM whose hinge loss averages 0
+SKLEARN_31856 = '10k samples, 1000 features\n-- Epoch 1\nNorm: 0.95, NNZs: 1000, Bias: -5.741972, T: 10000, Avg. loss: 0.000000\nTotal training time: 0.01 seconds.\n-- Epoch 2\nNorm: 0.47, NNZs: 1000, Bias: -7.123019, T: 20000, Avg. loss: 0.000000\nTotal training time: 0.02 seconds.\n-- Epoch 3\nNorm: 0.32, NNZs: 1000, Bias: -7.932197, T: 30000, Avg. loss: 0.000000\nTotal training time: 0.03 seconds.\n'
+
+
+def test_a_zero_loss_outside_token_lms_is_told_in_its_own_terms(tmp_path: Path):
+    a = _run(tmp_path, SKLEARN_31856)
+    (f,) = [f for f in a.diagnosis.findings if f.code == "LBL001"]
+    assert "supervised tokens" not in f.title and "hinge loss" in f.message  # was "the loss has no supervised tokens"
+    assert not any("template" in r or "max_length" in r for r in f.remedies)
+    assert f.confidence <= 0.5
