@@ -17,6 +17,7 @@ from typing import Any, overload
 import numpy as np
 
 from autopsy.model import Checkpoint, Event, Evidence, Run
+from detectors.knobs import HF_FRAMEWORKS
 
 #: metrics that are end-of-run summaries, never a training curve
 SUMMARY_METRICS = frozenset({"train_loss", "train_runtime", "train_samples_per_second",
@@ -408,12 +409,13 @@ def _zeros_after_spike(v: np.ndarray) -> np.ndarray:
         while e < n and z[e]:
             e += 1
         if e - i >= 2:
-            pre = np.flatnonzero(np.isfinite(v[max(0, i - ZERO_AFTER_SPIKE_LOGS):i]) & (v[max(0, i - ZERO_AFTER_SPIKE_LOGS):i] != 0))
+            lo = max(0, i - ZERO_AFTER_SPIKE_LOGS)
+            window = v[lo:i]
+            pre = np.flatnonzero(np.isfinite(window) & (window != 0))
             if pre.size:
-                j = max(0, i - ZERO_AFTER_SPIKE_LOGS) + int(pre[np.argmax(v[max(0, i - ZERO_AFTER_SPIKE_LOGS):i][pre])])
+                j = lo + int(pre[np.argmax(window[pre])])  # the highest finite log just before the zeros
                 before = v[max(0, j - ZERO_AFTER_SPIKE_LOGS):j]
-                before = before[np.isfinite(before) & (before != 0)]
-                base = float(np.median(before)) if before.size else None
+                base = robust_level(before[before != 0])
                 if v[j] > FP16_MAX or (base is not None and base > 0 and v[j] >= ZERO_SPIKE_FACTOR * base):
                     out[i:e] = True
         i = e
@@ -441,9 +443,10 @@ def nonfinite_onset(run: Run) -> Onset | None:
     metrics = run.metrics()
     # no loss read at all (a table whose column is named after the run, DeepSpeed#5347's "Stage2_1node_ds0.14.0"):
     # a series that was finite and went non-finite is the only sign there is; rates, scores and rewards are not it
-    unnamed = not any(loss_like(m) or PERPLEXITY.search(m.strip()) for m in metrics)
+    ppls = {m for m in metrics if PERPLEXITY.search(m.strip())}
+    unnamed = not ppls and not any(loss_like(m) for m in metrics)
     for metric in metrics:
-        ppl = PERPLEXITY.search(metric.strip()) is not None
+        ppl = metric in ppls
         if not loss_like(metric) and not ppl and not (unnamed and _went_nonfinite(run, metric)):
             continue
         pts = points(run, metric)
@@ -831,7 +834,7 @@ def fp16_signals(run: Run) -> list[PrecisionSignal]:
 
 #: trainers that do not step the LR scheduler when the fp16 loss scaler skips an optimizer step (HF Trainer's
 #: ``optimizer_step_was_skipped``; DeepSpeed's overflow skip), so a warmup from 0 stays at 0 while every step overflows
-_SKIP_HOLDS_LR = {"hf_trainer", "trl", "ms_swift", "llamafactory", "axolotl", "llama_recipes", "deepspeed"}
+_SKIP_HOLDS_LR = HF_FRAMEWORKS | {"deepspeed"}
 #: logs in a row at exactly lr 0 from the first: one is a warmup logged before its first step; more are skipped steps
 SKIPPED_START_LOGS = 3
 

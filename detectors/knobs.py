@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 #: HF Trainer and the trainers built on it (their logs and configs use TrainingArguments' names)
-_HF = {"hf_trainer", "trl", "ms_swift", "llamafactory", "axolotl", "llama_recipes"}
+HF_FRAMEWORKS = {"hf_trainer", "trl", "ms_swift", "llamafactory", "axolotl", "llama_recipes"}
 #: TrainingArguments keys: a config that has them is an HF run even when the log printed no banner
 #: (not gradient_accumulation_steps: DeepSpeed's config has that name too)
 _HF_KEYS = ("per_device_train_batch_size", "warmup_ratio", "max_grad_norm")
@@ -144,7 +144,7 @@ _KNOBS: dict[str, dict[str, str]] = {
 def family(run: Any) -> str:
     """``hf``, one of ``_FAMILIES``' names, or ``""`` (not known)."""
     fws = set(getattr(run, "frameworks", None) or ())
-    if fws & _HF:
+    if fws & HF_FRAMEWORKS:
         return "hf"
     config = getattr(run, "config", None)
     fact = getattr(config, "fact", None)

@@ -36,6 +36,7 @@ from detectors._common import (
     DIVERGE_FACTOR,
     DIVERGE_MIN_BEST,
     EXPLODED_RATIO,
+    PERPLEXITY,
     WATCHED,
     divergence_floor,
     fmt,
@@ -231,7 +232,6 @@ def _blown(values: np.ndarray) -> int | None:
 #: a perplexity this large is exp(a cross-entropy >= 18.4 nats per token): worse than guessing uniformly over 1e8
 #: tokens, far past any vocabulary (an untrained model sits near its vocabulary size, <= ~3e5)
 EXPLODED_PPL = 1e8
-_PPL = re.compile(r"(?i)(?:^|[/_.\s])(?:ppl|perplexity)$")
 
 
 def _perplexity_blown(run: Run) -> list:
@@ -239,7 +239,7 @@ def _perplexity_blown(run: Run) -> list:
     held-out: the loss it is the exponential of has exploded, whatever that loss's own units (a sum over tokens
     or a mean)."""
     for m in run.metrics():
-        if not _PPL.search(m.strip()):
+        if not PERPLEXITY.search(m.strip()):
             continue
         pts = points(run, m)
         big = np.flatnonzero((pts.values >= EXPLODED_PPL) & ~np.isnan(pts.values))
