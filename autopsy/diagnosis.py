@@ -370,9 +370,10 @@ def build_timeline(findings: list[Finding], verdict: Verdict) -> list[TimelineEn
     return out[:MAX_TIMELINE]
 
 
-#: "loss = NaN at step 2 ...", "loss 37.24 at step 2, ...", "highest loss 2.6e+06 at step 9": a metric and its value
-_FACT = re.compile(r"(?:(?:highest|lowest|last|first|final|peak)\s+)?([A-Za-z_][\w/@.]*)\s*[=:]?\s*"
-                   r"(-?\d[\d.]*(?:e[+-]?\d+)?|NaN|-?Inf)(?![\w.])")
+#: "loss = NaN at step 2 ...", "loss 37.24 at step 2, ...", "highest loss 2.6e+06 at step 9", "loss logged as exactly
+#: 0.0 at step 16": a metric and its value
+_FACT = re.compile(r"(?:(?:highest|lowest|last|first|final|peak)\s+)?([A-Za-z_][\w/@.]*)\s*"
+                   r"(?:logged as (?:exactly )?)?[=:]?\s*(-?\d[\d.]*(?:e[+-]?\d+)?|NaN|-?Inf)(?![\w.])")
 
 
 def _same_fact(artifact: str, where: str, detail: str) -> tuple[str, ...] | None:

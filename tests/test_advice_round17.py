@@ -92,3 +92,23 @@ def test_same_line_other_metric_is_kept():
     assert _same_fact("log.txt", "line 9", "highest loss 2.6e+06 at step 9") == _same_fact(
         "log.txt", "line 9", "last loss 2.6e+06 at step 9")
     assert _same_fact("config.txt", "key lr", "lr 0.1") is None
+
+
+def test_a_hidden_zero_and_the_zero_it_hides_are_one_line_of_the_chain(tmp_path: Path):
+    from tests.test_unseen_logs_17 import ALPACA_LORA_418
+
+    a = _run(tmp_path, ALPACA_LORA_418)
+    at16 = [c.text for c in a.diagnosis.chain if c.where == "line 16"]
+    # was two rows: "loss logged as exactly 0.0 at step 16, right after a spike ..." and "loss = 0.0 at step 16"
+    assert len(at16) == 1 and at16[0].startswith("loss logged as exactly 0.0"), at16
+
+
+def test_a_run_that_logs_perplexity_charts_it(tmp_path: Path):
+    from autopsy.render.markdown import render as render_md
+    from autopsy.report import build_report
+    from tests.test_unseen_logs_17 import OPENNMT_LUA_122
+
+    a = _run(tmp_path, OPENNMT_LUA_122)
+    md = render_md(build_report(a))
+    curves = md[md.index("### Curves"):]
+    assert "\nppl " in curves and "8.28 .. 14.64" in curves  # was: only the learning rate charted

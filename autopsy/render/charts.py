@@ -20,14 +20,15 @@ from markupsafe import Markup, escape
 #: panels: title metric -> metrics drawn in it (eval loss overlaid on the training loss)
 PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("loss", ("loss", "eval_loss")),
+    ("ppl", ("ppl", "eval_ppl")),  # what a trainer that logs perplexity instead of the loss gives (the Lua OpenNMT)
     ("grad_norm", ("grad_norm",)),
     ("learning_rate", ("learning_rate",)),
     ("loss_scale", ("loss_scale",)),
 )
 #: other series get a panel only when they hold non-finite points (e.g. logps/chosen in SimPO), at most this many
 MAX_EXTRA_PANELS = 3
-COLORS = {"loss": "#2563eb", "eval_loss": "#ea580c", "grad_norm": "#7c3aed", "learning_rate": "#059669",
-          "loss_scale": "#0e7490"}
+COLORS = {"loss": "#2563eb", "eval_loss": "#ea580c", "ppl": "#1d4ed8", "eval_ppl": "#c2410c", "grad_norm": "#7c3aed",
+          "learning_rate": "#059669", "loss_scale": "#0e7490"}
 EXTRA_COLOR = "#475569"
 #: finite values whose max/min(|v| > 0) ratio exceeds this are drawn on a log or symlog axis
 LOG_SPAN = 1e3

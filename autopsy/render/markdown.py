@@ -33,7 +33,7 @@ MAX_TABLE_ROWS = 60
 SPARK_WIDTH = 60
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
 NONFINITE_MARK = "✗"
-SPARK_METRICS = ("loss", "eval_loss", "grad_norm", "learning_rate", "loss_scale")
+SPARK_METRICS = ("loss", "eval_loss", "ppl", "eval_ppl", "grad_norm", "learning_rate", "loss_scale")
 #: a backslash that would escape the next character (else it renders as itself and is left alone)
 _MD_BACKSLASH = re.compile(r"\\(?=[!-/:-@\[-`{-~])")
 #: characters that change the rendering wherever they stand
