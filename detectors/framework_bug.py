@@ -11,6 +11,9 @@ What it detects:
     Versions known and in range + signature: a direct cause naming the entry. Signature and
     conditions without versions: a candidate that names the versions to check. Versions in range
     without the signature: info only.
+    Also, where no entry matches: a failed run on a development build of a training library, and a
+    language-model run whose first loss is above 2 x ln(vocab), which no mean token cross-entropy
+    reaches (a summed loss: the gradient-accumulation normalisation bugs; or far-off logits).
 
 Why it matters:
     These failures look like user errors (bad LR, bad data) but no hyperparameter change fixes
@@ -31,6 +34,7 @@ Remedies:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from autopsy.model import Evidence, Finding, Run
@@ -73,6 +77,80 @@ def detect(run: Run) -> Iterable[Finding]:
     dev = None if named else _prerelease(run)  # a known bug already names the version to change
     if dev is not None:
         yield dev
+    off = None if named else _loss_off_scale(run)
+    if off is not None:
+        yield off
+
+
+#: a first loss above this many times ln(vocab) in a token LM is no mean cross-entropy (uniform guessing gives 1x);
+#: 2x leaves room for a from-scratch model's first logits and for base-2 losses (fairseq logs log2: 1.44x)
+OFF_SCALE = 2.0
+CONF_OFF_SCALE = 0.5
+#: finite logs needed, and the last at most this fraction of the first: the curve of a run that trains
+OFF_SCALE_LOGS = 3
+FALLS_TO = 0.8
+#: the same in a run that later went non-finite (its overflow may explain the huge values)
+CONF_OFF_SCALE_SIDE = 0.35
+
+
+def _loss_off_scale(run: Run) -> Finding | None:
+    """A token-LM run whose first logged loss is above twice ln(vocab): per-token cross-entropy cannot be that
+    high (uniform guessing over 262k tokens gives 12.5), so the loss is summed rather than averaged (the gradient-
+    accumulation normalisation bugs of transformers 4.46-4.47.0 and of Unsloth's Gemma-4 path, #4982: every value
+    16x the fixed run's), or the logits are far off (wrong or mismatched weights, an overflowed dtype). Without
+    gradient_accumulation_steps and versions KI-TRANSFORMERS-001 cannot match; this names the symptom and the checks."""
+    from autopsy.known_issues.shapes import DEFAULT_VOCAB
+    from detectors._common import is_policy_gradient_run, is_token_lm_run, nonfinite_onset, points
+    from detectors._facts import fact_evidence, fact_number
+
+    if not is_token_lm_run(run) or is_policy_gradient_run(run):
+        return None
+    loss = points(run, "loss")
+    pos = loss.select(loss.finite & (loss.values > 0))
+    if not len(pos):
+        return None
+    vocab = fact_number(run, "vocab_size")
+    v = int(vocab[0]) if vocab and vocab[0] > 1 else DEFAULT_VOCAB
+    bound = math.log(v)
+    p = pos[0]
+    if p.value <= OFF_SCALE * bound:
+        return None
+    # a scaled loss still trains: it falls as a normal curve does (unsloth#4982: 185.9 -> 92.86 over 4 logs). One that
+    # does not fall, or two logs, may be an explosion (OpenNMT-py#869, lr 2: xent 6776 at step 50), DIV001's to read
+    if len(pos) < OFF_SCALE_LOGS or not pos[len(pos) - 1].value < FALLS_TO * p.value:
+        return None
+    label = (f"ln(vocab_size {v}) = {bound:.2f}" if vocab else
+             f"ln({v:,}) = {bound:.2f}, uniform guessing over the largest common vocabulary")
+    evidence = [p.evidence(f"first loss {p.value:.4g} = {p.value / bound:.1f}x {label}")]
+    if vocab:
+        evidence.append(fact_evidence(vocab[1], f"vocab_size = {v}"))
+    ga = fact_number(run, "gradient_accumulation_steps")
+    if ga is not None and ga[0] > 1:
+        evidence.append(fact_evidence(ga[1], f"gradient_accumulation_steps = {int(ga[0])}: the first loss / "
+                                             f"{int(ga[0])} = {p.value / ga[0]:.4g}"))
+    # a run that went on to overflow has its own cause for huge values (fp16, the LR): then this is a side note
+    blew_up = nonfinite_onset(run) is not None
+    last = pos[len(pos) - 1]
+    if len(pos) > 1:
+        evidence.append(last.evidence(f"loss {last.value:.4g} at the last finite log"))
+    return Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="warning" if blew_up else "error",
+        confidence=CONF_OFF_SCALE_SIDE if blew_up else CONF_OFF_SCALE,
+        title=f"Loss {p.value:.4g} at the first log is no per-token cross-entropy",
+        message=(f"The first logged loss, {p.value:.4g} at step {p.step}, is {p.value / bound:.1f}x {label}: a mean "
+                 "token cross-entropy does not start there, even untrained. The logged loss is summed instead of "
+                 "averaged (over the gradient-accumulation window or the tokens: transformers 4.46-4.47.0 logged "
+                 "gradient_accumulation_steps x the loss, Unsloth's Gemma-4 path logged 16x, unsloth#4982), or the "
+                 "logits are far off (wrong or mismatched pretrained weights, an overflowed dtype)."),
+        first_step=p.step, evidence=evidence,
+        remedies=["Divide the logged loss by gradient_accumulation_steps: if it then reads like a normal loss (1-4 for "
+                  "a pretrained model), upgrade the trainer (transformers >= 4.47.1; the latest Unsloth) and retrain, "
+                  "or run once with gradient_accumulation_steps=1 to compare.",
+                  "A custom compute_loss or loss function: use reduction='mean' over the supervised tokens.",
+                  "Otherwise check the loaded weights and dtype: evaluate the base model on a few samples before "
+                  "training; its loss should be a few units."],
+        basis="inferred", symptom="high_start_loss",
+    )
 
 
 #: a development or pre-release build of a library the training loop runs on, in a failing run: a candidate

@@ -384,8 +384,9 @@ def test_pair_records_repeat_and_step_on_a_repeated_key(tmp_path: Path):
 def test_prose_and_mixed_lines_are_not_pair_records(tmp_path: Path):
     a = _run(tmp_path, "I trained with loss: 0.5, lr: 1e-4, batch: 8 and it diverged\n"  # words between the pairs
                        "acc: 0.5  f1: 0.4  precision: 0.3\n"  # pairs only, but no training signal named
-                       "loss: nan\n")  # one pair
-    assert a.run.scalars.empty
+                       "loss: nan\n")  # one pair: read only because it is NaN (round 19, openvla#49's "train_loss:  nan")
+    assert a.run.scalars[["metric", "line"]].values.tolist() == [["loss", 3]]
+    assert a.run.scalars["value"].isna().all()
 
 
 # -- a trainer's own finiteness check: the stop message is the non-finite evidence -------------------------------

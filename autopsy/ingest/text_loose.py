@@ -22,6 +22,7 @@ framework parser so they only see lines nobody claimed:
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from typing import Any
@@ -202,7 +203,8 @@ def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector
         steps.append((ls, at))
         used.add(ls)
         st.last_step = at
-    rows = sorted(r for g in groups.values() if len(g) >= MIN_LOOSE_LINES or all(_counter_led(text, r) for r in g)
+    rows = sorted(r for g in groups.values()
+                  if len(g) >= MIN_LOOSE_LINES or all(_counter_led(text, r) or _bare_nonfinite(text, r) for r in g)
                   for r in g)
     if not rows:
         return
@@ -233,6 +235,19 @@ def _counter_led(text: bytes, row: tuple[int, int, list, int | None]) -> bool:
         return False
     return _LEADING_COUNTER.match(text, ls, pos) is not None or (
         pos - ls <= MAX_LOGGER_PREFIX and _LOG_TIME.search(text, ls, pos) is not None)
+
+
+#: a line that is one loss pair and nothing else, its value NaN/inf (``train_loss:  nan``, ``loss = nan``): a print of
+#: the loss, not prose or a setting (openvla#49 printed ``train_loss:  nan`` once, after its tensors)
+_BARE_NONFINITE = re.compile(rb"[ \t]*(?:[A-Za-z]+[ _])?(?:[Ll]oss|LOSS)[ \t]*[:=][ \t]*[-+]?(?:nan|NaN|NAN|inf|Inf|INF)"
+                             rb"[ \t]*\r?$")
+
+
+def _bare_nonfinite(text: bytes, row: tuple[int, int, list, int | None]) -> bool:
+    """One alone is evidence: a value that is not finite cannot be a setting's default printed once. ``best_loss: inf``
+    (an initial best) is no loss pair (``_LOSS_PAIR`` does not read ``best_``)."""
+    line = text[row[0]:line_end(text, row[1])]
+    return _BARE_NONFINITE.match(line) is not None and any(not math.isfinite(v) for _, v in row[2])
 
 
 def _counter_step(line: bytes) -> int | None:
