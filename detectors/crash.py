@@ -56,7 +56,7 @@ EXPLAINED = re.compile(
     re.IGNORECASE)
 #: event kinds whose own line is the exception's: a trainer's finiteness check raising (the non-finite value is the
 #: failure, not the raise), GradScaler finding no gradients, a library refusing bf16 - named where they are read
-EXPLAINING_KINDS = ("nan_stop", "no_trainable_params", "bf16_unsupported")
+EXPLAINING_KINDS = ("nan_stop", "no_trainable_params", "bf16_unsupported", "vae_nan")
 #: the events the detectors that explain EXPLAINED's messages read (gradientless params, bf16, loss scale, vocab,
 #: masked labels): one of them must be in the run for an EXPLAINED message to be left to them
 CORROBORATING_KINDS = ("no_grad_fn", "no_grad_inputs", "no_trainable_params", "bf16_unsupported", "loss_scale_min",
@@ -160,6 +160,15 @@ KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = 
      ".data file) that does not exist, or a .cfg/.data/.names/list path that is wrong",
      ("Create the folder it names (mkdir -p backup, or the backup= path of the .data file) and check every path in the "
       ".data file exists and is writable where weights are saved; darknet writes the first weights at iteration 100.",)),
+    # ENOSPC raised while writing a checkpoint (torch.save's zip writer, safetensors, save_pretrained, a shutil copy):
+    # the output disk filled, not /dev/shm (dolly#139: torch/serialization.py _save)
+    (re.compile(r"(?:No space left on device|\[Errno 28\])(?=.*\bframe: .*(?:serializ|save|checkpoint|safetensors|"
+                r"shutil|pickle))", re.S),
+     "the disk filled while saving a checkpoint",
+     "a checkpoint write failed with ENOSPC (no space left on device): the filesystem of the output directory is full; "
+     "the checkpoint being written is incomplete",
+     ("Free space on the output disk or point output_dir at a larger one; keep fewer checkpoints (save_total_limit in "
+      "the HF Trainer, save_top_k in Lightning) or save less often; resume from the last complete checkpoint.",)),
     (re.compile(r"DataLoader worker \(pid\(?s?\)? ?[\d, ]*\)? (?:is killed by signal|exited unexpectedly)|"
                 r"unable to write to file </torch_|No space left on device"),
      "a DataLoader worker died (shared memory)",
@@ -297,7 +306,7 @@ def detect(run: Run) -> Iterable[Finding]:
     if exc_type == "StopIteration" and not after_nan:
         yield _iterator_ran_dry(fatal, step, at, evidence, resume)
         return
-    known = _known_message(f"{exc_msg} {fatal.message}")
+    known = _known_message(f"{exc_msg} {fatal.message}" + (f" frame: {_frame_text(frame)}" if frame else ""))
     remedies = list(known[2]) if known else [f"Fix the {exc_type} named in the traceback (see the frame it was raised in)."]
     if resume:
         remedies.append(resume[0].upper() + resume[1:] + ".")

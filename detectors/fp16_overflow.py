@@ -33,6 +33,7 @@ Remedies:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 import numpy as np
@@ -87,6 +88,10 @@ def detect(run: Run) -> Iterable[Finding]:
     if collapse is not None:
         yield collapse
         return
+    vae = _vae_latents(run)
+    if vae is not None:
+        yield vae
+        return
     signals = fp16_signals(run)
     symptoms = _symptoms(run)
     calib = _calibration(run)
@@ -125,6 +130,38 @@ def detect(run: Run) -> Iterable[Finding]:
         message=f"The run computes in float16 ({strongest.evidence.detail.split(':')[0]}) and {what}.",
         first_step=first_step, evidence=evidence, remedies=_remedies(run, resume),
         basis="direct" if direct else "inferred", symptom="nonfinite_loss",
+    )
+
+
+def _vae_latents(run: Run) -> Finding | None:
+    """sd-scripts checks the latents its VAE encodes (``cache_batch_latents``) and raises "NaN detected in latents:
+    <image>": the VAE's forward pass overflowed. The usual reason is the VAE run in float16 (SDXL's VAE overflows in
+    fp16, which is why sd-scripts has --no_half_vae and the fp16-fix VAE exists); a GTX 16xx card gives NaN in fp16
+    whatever the model (bmaltais/kohya_ss#1908); rarely the image itself."""
+    from detectors._facts import event_evidence, total_count
+
+    evs = run.events_of("vae_nan")
+    if not evs:
+        return None
+    e = evs[0]
+    path = e.data.get("path")
+    gpu = run.config.get("gpu.name")
+    ev = [event_evidence(e, e.message.strip()[:200] + (f" (x{total_count(evs)})" if total_count(evs) > 1 else ""))]
+    gtx16 = isinstance(gpu, str) and re.search(r"GTX\s*16\d\d|\bT\d{3,4}\b", gpu) is not None
+    return Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.6,
+        title="The VAE encoded an image to NaN" + (f" ({path})" if path else ""),
+        message=("The trainer's check of the VAE's latents found NaN: the VAE's forward pass overflowed. The usual "
+                 "reason is the VAE run in float16 (SDXL's VAE overflows in fp16); "
+                 + (f"this {gpu} gives NaN in fp16 whatever the model; " if gtx16 else
+                    "on a GTX 16xx card fp16 gives NaN whatever the model; ")
+                 + "rarely the image itself is broken."),
+        first_step=e.step, evidence=ev,
+        remedies=["Run the VAE in float32: --no_half_vae (sd-scripts), or use the fp16-fix SDXL VAE "
+                  "(madebyollin/sdxl-vae-fp16-fix); on a GTX 16xx card train in fp32 (--mixed_precision no).",
+                  "If one image keeps failing in fp32, open it: a corrupt or extreme image can overflow too."
+                  + (f" The first one named: {path}." if path else "")],
+        basis="direct", symptom="nonfinite_aux",
     )
 
 

@@ -73,7 +73,7 @@ DATA_SOURCE = re.compile(r"(?i)(?:^|[/\\\s])((?:[\w.-]*/)*[\w.-]*(?:data|loader|
 def detect(run: Run) -> Iterable[Finding]:
     """One finding per run: the pipeline's own warning when there is one, with the calm-curve evidence added."""
     onset = nonfinite_onset(run)
-    ctc = _ctc_no_alignment(run, onset) or _alignment_inf(run, onset)
+    ctc = _ctc_no_alignment(run, onset) or _alignment_inf(run, onset) or _printed_lengths(run, onset)
     if ctc is not None:
         yield ctc
         return
@@ -184,6 +184,48 @@ def _ctc_no_alignment(run: Run, onset: Onset | None) -> Finding | None:
         first_step=onset.step if hit else next((e.step for e in evs if e.step is not None), None),
         evidence=ev,
         remedies=list(_CTC_NO_PATH_REMEDIES),
+        basis="direct", symptom="nonfinite_loss" if hit else None,
+    )
+
+
+def _printed_lengths(run: Run, onset: Onset | None) -> Finding | None:
+    """A loop that printed the CTC loss's length arguments (``input_lengths``, ``label_lengths``/``target_lengths``) on
+    one line, and in them a sample with more labels than frames: CTC has no path for it (one frame per label at the
+    least, two for a repeated label), so its loss is inf, or -inf as a log-likelihood (thu-spmi/CAT#22: 149 labels on
+    113 frames, the loss -inf at the first step)."""
+    evs = [e for e in run.events_of("ctc_lengths") if e.data.get("inputs")]
+    bad = []
+    for e in evs:
+        over = [(i, x) for i, (x, y) in enumerate(zip(e.data["inputs"], e.data["labels"])) if y > x]
+        if over:
+            bad.append((e, over))
+    if not bad:
+        return None
+    e, over = bad[0]
+    n_samples = sum(len(o) for _, o in bad)
+    n_printed = sum(len(x.data["inputs"]) for x in evs)
+    pairs = ", ".join(f"{e.data['labels'][i]} labels on {x} frames" for i, x in over[:3])
+    ev = [event_evidence(e, f"sample {over[0][0]} of {len(e.data['inputs'])}: {pairs}"
+                            + (f" ({len(over)} samples in this batch)" if len(over) > 1 else ""))]
+    ev += [event_evidence(x, f"{len(o)} more sample(s) with more labels than frames") for x, o in bad[1:3]]
+    hit = onset is not None
+    if hit:
+        assert onset is not None
+        ev.append(onset.evidence)
+    return Finding(
+        code=CODE, name=SLUG, root_cause="ctc_output_longer_than_input", severity="error" if hit else "warning",
+        confidence=0.7 if hit else 0.45,
+        title=(f"{n_samples} of {n_printed} printed samples have more labels than input frames"
+               + (f"; the loss went non-finite at step {onset.step}" if hit else "")),
+        message=("The printed CTC lengths hold samples whose label sequence is longer than their input after "
+                 f"subsampling ({pairs}): CTC needs at least one frame per label (two for a repeated one), so those "
+                 "samples have no alignment and their loss is infinite"
+                 + (f"; the run's loss went non-finite at step {onset.step}" if hit else "") + "."),
+        first_step=onset.step if hit else e.step, evidence=ev,
+        remedies=["Drop the samples whose label length exceeds their frame count after subsampling, or subsample less "
+                  "(fewer strided convolutions / pooling in time).",
+                  "Let the loss skip them instead of returning inf: zero_infinity=True in torch.nn.CTCLoss, "
+                  "ignore_longer_outputs_than_inputs=True in tf.nn.ctc_loss."],
         basis="direct", symptom="nonfinite_loss" if hit else None,
     )
 

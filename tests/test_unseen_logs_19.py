@@ -85,3 +85,98 @@ def test_a_huge_loss_that_does_not_fall_is_left_to_the_explosion_reading(tmp_pat
     a = _run(tmp_path, OPENNMT_PY_869)
     assert _verdict(a) == ("failed", "lr_too_high")
     assert not [f for f in a.diagnosis.findings if f.code == "FW001"]
+
+
+# https://github.com/databrickslabs/dolly/issues/139 (as pasted, first and last lines): a Metaflow step's log, every line behind
+# the launcher's prefix; torch.save's zip writer failed with ENOSPC: the disk filled while saving a checkpoint
+_DOLLY = "2023-04-29 06:01:12.977 [177/train/578 (pid 28936)] [09c561ee-a44c-4795-967c-7183a83b3160] "
+DOLLY_139 = "".join(_DOLLY + ln + "\n" for ln in (
+    "2023-04-29 06:01:12 ERROR [__main__] main failed",
+    "Traceback (most recent call last):",
+    '  File "/opt/conda/lib/python3.7/site-packages/torch/serialization.py", line 379, in save',
+    "    _save(obj, opened_zipfile, pickle_module, pickle_protocol)",
+    '  File "/opt/conda/lib/python3.7/site-packages/torch/serialization.py", line 604, in _save',
+    "    zip_file.write_record(name, storage.data_ptr(), num_bytes)",
+    "OSError: [Errno 28] No space left on device"))
+
+
+def test_a_traceback_behind_a_launcher_prefix_is_read(tmp_path: Path):
+    a = _run(tmp_path, DOLLY_139)
+    assert _verdict(a) == ("failed", "crash")  # was healthy: the prefixed traceback was not read
+    (f,) = [f for f in a.diagnosis.findings if f.code == "CRASH001"]
+    assert "disk filled while saving a checkpoint" in f.title
+    assert "serialization.py:604 in _save" in " ".join(e.detail for e in f.evidence)
+
+
+def test_enospc_from_a_dataloader_worker_stays_shared_memory(tmp_path: Path):
+    # the same errno raised where workers pass batches (no saving frame): /dev/shm, as before
+    log = ("Traceback (most recent call last):\n"
+           '  File "/usr/lib/python3/site-packages/torch/multiprocessing/reductions.py", line 322, in reduce_storage\n'
+           "    fd, size = storage._share_fd_()\nRuntimeError: unable to write to file </torch_18693_1954506>: "
+           "No space left on device (28)\n")
+    a = _run(tmp_path, log)
+    (f,) = [f for f in a.diagnosis.findings if f.code == "CRASH001"]
+    assert "shared memory" in f.title
+
+
+# https://github.com/PaddlePaddle/PaddleDetection/issues/3100 (as pasted): Paddle's allocator message (cuda_allocator.cc)
+PADDLE_DET_3100 = ("Out of memory error on GPU 0. Cannot allocate 18.062744MB memory on GPU 0, available memory is only "
+                   "17.537501MB.\n\nPlease check whether there is any other process using GPU 0.\n")
+
+
+def test_paddle_out_of_memory_message_is_oom(tmp_path: Path):
+    a = _run(tmp_path, PADDLE_DET_3100)
+    assert _verdict(a) == ("failed", "out_of_memory")  # was "nothing to judge"
+
+
+# https://github.com/thu-spmi/CAT/issues/22 (as pasted): the loop printed the CTC loss's length arguments; 149 labels on 113
+# frames, and the loss -inf at the first step
+CAT_22 = """training epoch: 1, step: 1
+netout torch.Size([8, 133, 365]) , labels torch.Size([833]), , input_lengths tensor([133, 131, 128, 116, 113, 113,  83,  77]), label_lengths tensor([121, 124, 105, 100, 149, 103,  70,  61], dtype=torch.int32)
+netout torch.Size([8, 133, 365]) , labels torch.Size([869]), , input_lengths tensor([132, 128, 125, 121, 115, 103, 102,  66]), label_lengths tensor([111, 154, 105,  87, 100, 122, 124,  66], dtype=torch.int32)
+time: 58.328730165958405, partial_loss -inf,tr_real_loss: -inf, lr: 0.001
+"""
+
+
+def test_printed_ctc_lengths_with_more_labels_than_frames(tmp_path: Path):
+    a = _run(tmp_path, CAT_22)
+    assert _verdict(a) == ("failed", "ctc_output_longer_than_input")  # was unknown
+    (f,) = [f for f in a.diagnosis.findings if f.code == "DATA001"]
+    assert f.title.startswith("4 of 16 printed samples") and "149 labels on 113 frames" in f.message
+
+
+def test_printed_ctc_lengths_that_fit_say_nothing(tmp_path: Path):
+    fits = CAT_22.replace("149", "99").replace("154", "94").replace("122", "92").replace("124,  66", "94,  66")
+    a = _run(tmp_path, fits)
+    assert not [f for f in a.diagnosis.findings if f.root_cause == "ctc_output_longer_than_input"]
+
+
+# https://github.com/bmaltais/kohya_ss/issues/1908 (as quoted): sd-scripts' latent caching found NaN in the VAE's output (a
+# GTX 1660 in fp16); the second line is its loader's replacement message
+KOHYA_1908 = "RuntimeError: NaN detected in latents\nNaN found in latents, replacing with zeros\n"
+
+
+def test_sd_scripts_nan_latents_is_the_vae_in_fp16(tmp_path: Path):
+    a = _run(tmp_path, KOHYA_1908)
+    assert _verdict(a) == ("failed", "fp16_overflow")  # was crash: "Crashed with RuntimeError"
+    (f,) = [f for f in a.diagnosis.findings if f.code == "PREC001"]
+    assert "VAE" in f.title and any("--no_half_vae" in r for r in f.remedies)
+    crash = [f for f in a.diagnosis.findings if f.code == "CRASH001"]
+    assert crash and crash[0].severity == "info"  # the exception is the VAE check's, explained
+
+
+def test_sd_scripts_nan_latents_names_the_image(tmp_path: Path):
+    a = _run(tmp_path, "RuntimeError: NaN detected in latents: D:\\train\\img\\10_cat\\0042.png\n")
+    (f,) = [f for f in a.diagnosis.findings if f.code == "PREC001"]
+    assert "0042.png" in f.title
+
+
+# https://github.com/CorentinJ/Real-Time-Voice-Cloning/issues/797 (as pasted): WaveRNN's progress line, printed once, NaN
+WAVERNN_797 = "Found 117946 samples\n \n{| Epoch: 1 (989/1180) | Loss: nan | 2.3 steps/s | Step: 0k | }\n"
+
+
+def test_one_progress_line_with_a_nan_loss_is_read(tmp_path: Path):
+    a = _run(tmp_path, WAVERNN_797)
+    assert _verdict(a)[0] == "inconclusive" and [f for f in a.diagnosis.findings if f.code == "NUM001"]  # was nothing read
+    a = _run(tmp_path, WAVERNN_797.replace("Loss: nan", "Loss: 4.2"))  # the same line, finite: one point is no series
+    assert "loss" not in a.run.metrics()

@@ -31,7 +31,7 @@ EVENT_KINDS = (
     "nan_stop", "oom", "bf16_unsupported", "prompt_fills_max_length", "index_out_of_range",
     "cudnn_sdpa_warning", "ddp_unused_params", "unscale_fp16", "gemma_eager_warning", "loss_watchdog",
     "empty_tensor_load", "nan_input", "labels_masked", "no_trainable_params", "native_abort", "input_exhausted",
-    "collective_timeout", "loss_rejected", "ctc_no_alignment", "grad_skip", "no_labels_found",
+    "collective_timeout", "loss_rejected", "ctc_no_alignment", "ctc_lengths", "vae_nan", "grad_skip", "no_labels_found",
     "warning", "error",
 )
 
@@ -53,6 +53,17 @@ def _pow2(x: float) -> float:
         return 2.0 ** x
     except OverflowError:
         return float("inf")
+
+
+#: the per-sample lengths a CTC loss takes, as a loop names them when it prints them
+_IN_LENS = r"\b(?:input|inputs|feat|feats|feature|frame|frames|x|xs|src|enc|encoder_out|output|logit|logits|hyp)_(?:lengths?|lens)\b"
+_LABEL_LENS = r"\b(?:label|labels|target|targets|tgt|y|ys|text|token|tokens|transcript)_(?:lengths?|lens)\b"
+_LEN_LIST = r"[\s:=,]{0,4}(?:tensor\()?\[([\d,\s]{1,4000})\]"
+
+
+def _lengths(inputs: str, labels: str) -> dict[str, Any]:
+    a, b = _shape(inputs), _shape(labels)
+    return {"inputs": a, "labels": b} if a and len(a) == len(b) else {}
 
 
 def _shape(dims: str) -> list[int]:
@@ -165,6 +176,15 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     # TensorFlow's ctc_loss_calculator with ignore_longer_outputs_than_inputs=False: an InvalidArgumentError, the step fails
     ("ctc_no_alignment", re.compile(r"Not enough time for target transition sequence \(required: (\d+), available: (\d+)\)"),
      lambda m: {"required": int(m[1]), "available": int(m[2]), "fatal": True}),
+    # kohya-ss sd-scripts' latent caching (train_util.cache_batch_latents): the VAE encoded an image to NaN, "RuntimeError:
+    # NaN detected in latents: <image path>"; loading a cached .npz with NaN prints "NaN detected in latents: <npz>" (older
+    # "NaN found in latents, replacing with zeros")
+    ("vae_nan", re.compile(r"NaN (?:detected|found) in (?:flipped )?latents(?:[:,]\s*(\S[^\n]*?))?\s*$"),
+     lambda m: {"path": m[1]} if m[1] and not m[1].startswith("replacing") else {}),
+    # a CTC loop printing the loss's own length arguments (torch.nn.CTCLoss(log_probs, targets, input_lengths,
+    # target_lengths)) on one line: "input_lengths tensor([133, 131, ...]), label_lengths tensor([121, 124, ...])"
+    ("ctc_lengths", re.compile(_IN_LENS + _LEN_LIST + r".{0,300}?" + _LABEL_LENS + _LEN_LIST), lambda m: _lengths(m[1], m[2])),
+    ("ctc_lengths", re.compile(_LABEL_LENS + _LEN_LIST + r".{0,300}?" + _IN_LENS + _LEN_LIST), lambda m: _lengths(m[2], m[1])),
     # tf.keras / Keras 3 fit(): a dataset or generator that yields fewer than steps_per_epoch * epochs batches ends
     # training with only this warning ("... at least `steps_per_epoch * epochs` batches (in this case, 100000 batches)")
     ("input_exhausted", re.compile(r"Your input ran out of data; interrupting training"
@@ -175,6 +195,9 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("oom", re.compile(r"CUDA out of memory(?=\s*[.;:,]|\s+Tried|\s*$)|OutOfMemoryError|"
                        r"(?:HIP|MPS backend|NPU|XPU) out of memory(?=\s*[.;:,]|\s+Tried|\s*$)|"
                        r"CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|Cannot allocate memory|"
+                       # PaddlePaddle's allocators (cuda_allocator.cc, auto_growth/virtual memory): "Out of memory error
+                       # on GPU 0. Cannot allocate 18.062744MB memory on GPU 0, available memory is only 17.537501MB."
+                       r"Out of memory error on GPU\b|"
                        r"OOM when allocating tensor|ResourceExhaustedError|RESOURCE_EXHAUSTED: Out of memory|"
                        r"CUDA_ERROR_OUT_OF_MEMORY|DefaultCPUAllocator: can't allocate memory|"
                        # MLX on Apple silicon: its allocator ("[malloc_or_wait] Unable to allocate N bytes.", newer
@@ -253,7 +276,7 @@ TRIGGERS = (
     "malloc_or_wait", "metal::malloc", "Insufficient Memory", "kIOGPU", "libc++abi", "terminate called",
     "core dumped", "Fatal Python error", "returned nan values", "Your input ran out", "collective operation timeout",
     "Found NaN", "No valid path", "StopIteration", "No labels found", "Couldn't open file",
-    "Not enough time for target",
+    "Not enough time for target", "Out of memory error", "_len", "NaN detected in", "NaN found in",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the
@@ -518,6 +541,9 @@ class TracebackTracker:
         self.open = False
         self.start_line: int | None = None
         self.n = 0
+        #: the width of a launcher's or logger's prefix before ``Traceback`` (Metaflow ``<ts> [177/train/578 (pid
+        #: 28936)] [<uuid>] ``, Ray ``(pid=123) ``): the block's own lines carry one as wide
+        self.prefix = 0
         self.frame: dict[str, Any] | None = None
         self.lines: list[str] = []
         self.last_frame_line: int | None = None
@@ -553,9 +579,15 @@ class TracebackTracker:
     def feed(self, line_no: int, text: str) -> tuple[int, str, dict[str, Any]] | None:
         """Feed one line; returns (line, message, data) when a traceback event is complete."""
         body = _RANK_PREFIX.sub("", text)  # torchrun's [rank3]: / [default3]: / [trainer3|3]: tee prefixes
-        if _TB_HEAD.search(body):
+        head = _TB_HEAD.search(body)
+        if head:
             self.open, self.start_line, self.n, self.frame, self.lines = True, line_no, 0, None, [body.strip()]
+            self.prefix = head.start() if body[:head.start()].strip() else 0
             return None
+        if self.prefix and (self.open or self.last_frame_line is not None) and len(body) > self.prefix:
+            rest = body[self.prefix:]  # a frame or the exception line behind the block's prefix
+            if _TB_FRAME.match(rest) or exception_line(rest) is not None:
+                body = rest
         fm = _TB_FRAME.match(body)
         if fm:
             self.frame = {"file": fm[1], "line": int(fm[2]), "function": fm[3]}
@@ -573,7 +605,7 @@ class TracebackTracker:
                                                  and line_no - self.last_frame_line <= self.MAX_FRAMES)) else None
             data = {"exc_type": exc[0], "exc_message": exc[1][:1000], "frame": frame,
                     "header": self.open, "start_line": self.start_line if self.open else None}
-            self.open, self.frame, self.last_frame_line, self.lines = False, None, None, []
+            self.open, self.frame, self.last_frame_line, self.lines, self.prefix = False, None, None, [], 0
             return line_no, body.strip(), data
         if self.open:
             self.n += 1

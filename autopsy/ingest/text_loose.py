@@ -245,9 +245,13 @@ _BARE_NONFINITE = re.compile(rb"[ \t]*(?:[A-Za-z]+[ _])?(?:[Ll]oss|LOSS)[ \t]*[:
 
 def _bare_nonfinite(text: bytes, row: tuple[int, int, list, int | None]) -> bool:
     """One alone is evidence: a value that is not finite cannot be a setting's default printed once. ``best_loss: inf``
-    (an initial best) is no loss pair (``_LOSS_PAIR`` does not read ``best_``)."""
+    (an initial best) is no loss pair (``_LOSS_PAIR`` does not read ``best_``). The line is the pair alone, or a
+    progress line with its counter (WaveRNN's ``{| Epoch: 1 (989/1180) | Loss: nan | 2.3 steps/s | Step: 0k | }``)."""
+    if all(math.isfinite(v) for _, v in row[2]):
+        return False
     line = text[row[0]:line_end(text, row[1])]
-    return _BARE_NONFINITE.match(line) is not None and any(not math.isfinite(v) for _, v in row[2])
+    return _BARE_NONFINITE.match(line) is not None or (
+        _SEP_PAIR.match(text, row[1]) is not None and (_EPOCH.search(line) is not None or _COUNTER.search(line) is not None))
 
 
 def _counter_step(line: bytes) -> int | None:
