@@ -34,7 +34,6 @@ Remedies:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 from autopsy.model import Evidence, Finding, Run
@@ -99,19 +98,16 @@ def _loss_off_scale(run: Run) -> Finding | None:
     accumulation normalisation bugs of transformers 4.46-4.47.0 and of Unsloth's Gemma-4 path, #4982: every value
     16x the fixed run's), or the logits are far off (wrong or mismatched weights, an overflowed dtype). Without
     gradient_accumulation_steps and versions KI-TRANSFORMERS-001 cannot match; this names the symptom and the checks."""
-    from autopsy.known_issues.shapes import DEFAULT_VOCAB
-    from detectors._common import is_policy_gradient_run, is_token_lm_run, nonfinite_onset, points
+    from autopsy.known_issues.shapes import uniform_bound
+    from detectors._common import is_policy_gradient_run, is_token_lm_run, nonfinite_onset
     from detectors._facts import fact_evidence, fact_number
 
     if not is_token_lm_run(run) or is_policy_gradient_run(run):
         return None
-    loss = points(run, "loss")
-    pos = loss.select(loss.finite & (loss.values > 0))
-    if not len(pos):
+    got = uniform_bound(run)
+    if got is None:
         return None
-    vocab = fact_number(run, "vocab_size")
-    v = int(vocab[0]) if vocab and vocab[0] > 1 else DEFAULT_VOCAB
-    bound = math.log(v)
+    pos, v, bound, vocab = got
     p = pos[0]
     if p.value <= OFF_SCALE * bound:
         return None

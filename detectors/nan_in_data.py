@@ -97,6 +97,15 @@ def detect(run: Run) -> Iterable[Finding]:
 _ALIGN_TERM = re.compile(r"(?i)ctc|rnnt|transducer|(?:^|[/_.])(?:simple|pruned)_loss$")
 
 
+#: the remedies for samples with more labels than frames (a +inf alignment loss, printed lengths)
+_CTC_LENGTH_REMEDIES = (
+    "Drop the samples whose label length exceeds their frame count after subsampling (icefall and ESPnet recipes "
+    "filter on that ratio), or subsample less.",
+    "Let the loss skip them instead of returning inf: zero_infinity=True in torch.nn.CTCLoss, "
+    "ignore_longer_outputs_than_inputs=True in tf.nn.ctc_loss.",
+)
+
+
 def _alignment_inf(run: Run, onset: Onset | None) -> Finding | None:
     """A CTC or transducer term logged as +inf (not NaN): the log-likelihood of no path at all, a sample whose labels
     cannot be aligned to its frames (more labels than the subsampled frames allow). A NaN alone has other causes."""
@@ -124,10 +133,7 @@ def _alignment_inf(run: Run, onset: Onset | None) -> Finding | None:
                      "(pruned transducers emit at most one symbol per frame; CTC needs a blank between repeated "
                      "labels)" + (f"; the run's loss went non-finite at step {onset.step}" if hit else "") + "."),
             first_step=p.step, evidence=ev,
-            remedies=["Drop the samples whose label length exceeds their frame count after subsampling (icefall and "
-                      "ESPnet recipes filter on that ratio), or subsample less.",
-                      "Let the loss skip them instead of returning inf: zero_infinity=True in torch.nn.CTCLoss, "
-                      "ignore_longer_outputs_than_inputs=True in tf.nn.ctc_loss."],
+            remedies=list(_CTC_LENGTH_REMEDIES),
             basis="inferred", symptom="nonfinite_loss" if hit else None,
         )
     return None
@@ -222,10 +228,7 @@ def _printed_lengths(run: Run, onset: Onset | None) -> Finding | None:
                  "samples have no alignment and their loss is infinite"
                  + (f"; the run's loss went non-finite at step {onset.step}" if hit else "") + "."),
         first_step=onset.step if hit else e.step, evidence=ev,
-        remedies=["Drop the samples whose label length exceeds their frame count after subsampling, or subsample less "
-                  "(fewer strided convolutions / pooling in time).",
-                  "Let the loss skip them instead of returning inf: zero_infinity=True in torch.nn.CTCLoss, "
-                  "ignore_longer_outputs_than_inputs=True in tf.nn.ctc_loss."],
+        remedies=list(_CTC_LENGTH_REMEDIES),
         basis="direct", symptom="nonfinite_loss" if hit else None,
     )
 

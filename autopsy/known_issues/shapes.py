@@ -113,6 +113,20 @@ def grad_norm_zero_persistent(run: Run) -> ShapeHit | None:
     return None
 
 
+def uniform_bound(run: Run):  # noqa: ANN201 - (detectors._common.Series, int, float, fact or None)
+    """The positive finite losses, the vocabulary size (``DEFAULT_VOCAB`` when not recorded), ln of it (the loss of
+    uniform guessing) and the vocab_size fact; None without such a loss."""
+    from detectors._facts import fact_number
+
+    loss = _points(run, "loss")
+    loss = loss.select(loss.finite & (loss.values > 0))
+    if not len(loss):
+        return None
+    vocab = fact_number(run, "vocab_size")
+    v = int(vocab[0]) if vocab and vocab[0] > 1 else DEFAULT_VOCAB
+    return loss, v, math.log(v), vocab
+
+
 def loss_scaled_by_grad_accum(run: Run) -> ShapeHit | None:
     """With gradient_accumulation_steps > 1, a first loss no fine-tune's mean cross-entropy reaches: above
     ln(vocab_size), uniform guessing (ln of DEFAULT_VOCAB when the vocab is not recorded)."""
@@ -121,13 +135,10 @@ def loss_scaled_by_grad_accum(run: Run) -> ShapeHit | None:
     ga = fact_number(run, "gradient_accumulation_steps")
     if ga is None or ga[0] <= 1:
         return None
-    loss = _points(run, "loss")
-    loss = loss.select(loss.finite & (loss.values > 0))
-    if not len(loss):
+    got = uniform_bound(run)
+    if got is None:
         return None
-    vocab = fact_number(run, "vocab_size")
-    v = int(vocab[0]) if vocab and vocab[0] > 1 else DEFAULT_VOCAB
-    bound = math.log(v)
+    loss, v, bound, vocab = got
     p = loss[0]
     if p.value <= ABOVE_UNIFORM * bound:
         return None
