@@ -382,22 +382,30 @@ ZERO_AFTER_SPIKE_LOGS = 5
 ZERO_SPIKE_FACTOR = 10.0
 
 
-def hidden_zero_mask(loss: Series, gn: Series) -> np.ndarray:
+#: HF runs: exact zeros right after a log at least this high are a cliff no learning makes (the Trainer prints 4 decimals)
+ZERO_CLIFF_FROM = 0.5
+
+
+def hidden_zero_mask(loss: Series, gn: Series, cliff: bool = False) -> np.ndarray:
     """Per loss point: exactly 0.0 with a non-finite grad_norm logged at the same step; where no grad_norm is logged,
-    exact zeros two or more logs in a row that start right after a spike (``_zeros_after_spike``)."""
+    exact zeros two or more logs in a row that start right after a spike (``_zeros_after_spike``), or, with ``cliff``
+    (an HF Trainer's log), right after a log of ``ZERO_CLIFF_FROM`` or more."""
     zero = loss.values == 0.0
     if not zero.any():
         return np.zeros(len(loss), dtype=bool)
     if not len(gn):
-        return _zeros_after_spike(loss.values)
+        return _zeros_after_spike(loss.values, cliff)
     present, gval = gn.lookup(loss.steps)
     return zero & present & ~np.isfinite(gval)
 
 
-def _zeros_after_spike(v: np.ndarray) -> np.ndarray:
+def _zeros_after_spike(v: np.ndarray, cliff: bool = False) -> np.ndarray:
     """A loss does not fall from a spike 10x its level (or past 65504) to exactly 0.0 and stay there: HF's
     logging_nan_inf_filter logs a window of non-finite losses as 0.0 (alpaca-lora#418: 537 .. 2697, then 6.17e+07, then
-    0.0 for 5 logs, no grad_norm logged). Zeros from the start (nothing to learn) or after a gradual fall are not this."""
+    0.0 for 5 logs, no grad_norm logged). Zeros from the start (nothing to learn) or after a gradual fall are not this.
+    With ``cliff``, neither is a fall straight from ``ZERO_CLIFF_FROM`` or more to 0.0 at consecutive logs: a mean loss
+    printed to 4 decimals does not go from 3.8462 to 0.0000 in one logging window by learning (Qwen-VL#352, fp16 on a
+    V100: 3.8462, then 0.0 at every log)."""
     out = np.zeros(len(v), dtype=bool)
     z = v == 0.0
     i, n = 0, len(v)
@@ -418,6 +426,8 @@ def _zeros_after_spike(v: np.ndarray) -> np.ndarray:
                 base = robust_level(before[before != 0])
                 if v[j] > FP16_MAX or (base is not None and base > 0 and v[j] >= ZERO_SPIKE_FACTOR * base):
                     out[i:e] = True
+            if cliff and i > 0 and np.isfinite(v[i - 1]) and v[i - 1] >= ZERO_CLIFF_FROM:
+                out[i:e] = True
         i = e
     return out
 
@@ -425,7 +435,7 @@ def _zeros_after_spike(v: np.ndarray) -> np.ndarray:
 def hidden_zero_steps(run: Run) -> Series:
     """Loss points of exactly 0.0 logged with a non-finite grad_norm at the same step."""
     loss = points(run, "loss")
-    return loss.select(hidden_zero_mask(loss, points(run, "grad_norm")))
+    return loss.select(hidden_zero_mask(loss, points(run, "grad_norm"), cliff="hf_trainer" in run.frameworks))
 
 
 def transient_first_gradnorm(gn: Series) -> bool:

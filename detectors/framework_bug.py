@@ -79,6 +79,47 @@ def detect(run: Run) -> Iterable[Finding]:
     off = None if named else _loss_off_scale(run)
     if off is not None:
         yield off
+    empty = _adapter_not_saved(run)
+    if empty is not None:
+        yield empty
+
+
+CONF_ADAPTER_NOT_SAVED = 0.55
+
+
+def _adapter_not_saved(run: Run) -> Finding | None:
+    """The HF Trainer reloaded a checkpoint (the best model at the end, or a resume) whose LoRA weights were missing: the
+    adapter saved during training is empty, so the model after training is the base model with fresh adapters. The
+    well-known way: alpaca-lora-style scripts override ``model.state_dict`` with ``get_peft_model_state_dict``, which
+    newer PEFT's ``save_pretrained`` applies again: the keys lose their adapter name, the filter keeps none, and a
+    443-byte adapter_model.bin is written (alpaca-lora#334, #539). Under ZeRO-3 the saved LoRA tensors are empty instead
+    (ZERO001's to name)."""
+    from detectors._common import count_of
+    from detectors._facts import event_evidence, fact_number
+
+    evs = [e for e in run.events_of("missing_keys") if e.data.get("adapter_keys")]
+    if not evs:
+        return None
+    zero = fact_number(run, "deepspeed.zero_stage")
+    if zero is not None and zero[0] == 3:
+        return None
+    e = evs[0]
+    n = e.data["adapter_keys"]
+    return Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=CONF_ADAPTER_NOT_SAVED,
+        title=f"The reloaded checkpoint has no LoRA weights ({n} adapter keys missing)",
+        message=(f"Reloading a checkpoint reported {count_of(n, 'missing LoRA key')} (first: "
+                 f"{e.data.get('first_adapter_key')}): the adapter the run saved is empty, so the model it ends with "
+                 "has untrained adapters. The usual cause is a training script that overrides model.state_dict with "
+                 "get_peft_model_state_dict (alpaca-lora's finetune.py): PEFT >= 0.3's save_pretrained applies it again "
+                 "and writes an adapter_model.bin of a few hundred bytes."),
+        first_step=e.step, evidence=[event_evidence(e, f"{e.data.get('keys')} missing keys, {n} of them LoRA weights")],
+        remedies=["Remove the model.state_dict override from the training script (PEFT's save_pretrained saves only the "
+                  "adapter already), or pin the PEFT version the script was written for; check that adapter_model.* in "
+                  "each checkpoint is megabytes, not bytes.",
+                  "Retrain, or reload a checkpoint whose adapter file holds the lora_A/lora_B weights."],
+        basis="direct", symptom="frozen_weights",
+    )
 
 
 #: a first loss above this many times ln(vocab) in a token LM is no mean cross-entropy (uniform guessing gives 1x);

@@ -268,6 +268,10 @@ NOT_A_TERM = re.compile(r"(?i)^(?:loss|total_loss|eval_.*|val_.*|test_.*)$|lr|le
                         # statistics over a subset of the batch (preference/RL trainers: TRL's logps/rejected,
                         # rewards/chosen): NaN whenever a batch holds none of that subset, whatever the data's values
                         r"logps|logits|reward|margin|chosen|rejected|perplexity|ppl|(?:^|/)kl$")
+#: quality metrics, no head of the model: SuperPoint's precision is NaN as the mean of no detections (its loss went NaN
+#: at the same log, rpautrat/SuperPoint#296), not a term whose inputs are broken
+QUALITY_METRIC = re.compile(r"(?i)(?:^|[/_.\s])(?:precision|recall|f1|fscore|f_score|m?ap(?:50|75)?|auc|bleu|rouge\w*|wer|"
+                            r"cer|miou|psnr|ssim)(?:$|[/_.@\s])")
 #: a term non-finite at this many logs with the other terms finite beside it, the later one after the first
 MIN_PARTIAL_LOGS = 2
 #: the last word of a box-regression loss term's name, "loss" words left out (rpn_loss_box, loss_bbox, loss_box_reg,
@@ -288,7 +292,7 @@ def _one_term_nan(run: Run, onset: Onset) -> Finding | None:
     onset = nonfinite_onset(run)
     if onset is None:
         return []
-    terms = {m: points(run, m) for m in run.metrics() if not NOT_A_TERM.search(m)}
+    terms = {m: points(run, m) for m in run.metrics() if not NOT_A_TERM.search(m) and not QUALITY_METRIC.search(m)}
     terms = {m: p for m, p in terms.items() if len(p)}
     for name, pts in terms.items():
         bad_steps = pts.steps[~pts.finite]

@@ -180,3 +180,53 @@ def test_one_progress_line_with_a_nan_loss_is_read(tmp_path: Path):
     assert _verdict(a)[0] == "inconclusive" and [f for f in a.diagnosis.findings if f.code == "NUM001"]  # was nothing read
     a = _run(tmp_path, WAVERNN_797.replace("Loss: nan", "Loss: 4.2"))  # the same line, finite: one point is no series
     assert "loss" not in a.run.metrics()
+
+
+# https://github.com/QwenLM/Qwen-VL/issues/352 (as pasted): fine-tuning in fp16 on a V100, the first log finite and every later
+# one exactly 0.0 (HF's logging_nan_inf_filter over windows of nothing but NaN steps)
+QWEN_VL_352 = """{'loss': 3.8462, 'learning_rate': 3.4482758620689656e-07, 'epoch': 0.0}
+{'loss': 0.0, 'learning_rate': 6.896551724137931e-07, 'epoch': 0.01}
+{'loss': 0.0, 'learning_rate': 1.0344827586206898e-06, 'epoch': 0.01}
+{'loss': 0.0, 'learning_rate': 1.3793103448275862e-06, 'epoch': 0.01}
+{'loss': 0.0, 'learning_rate': 1.724137931034483e-06, 'epoch': 0.02}
+"""
+
+
+def test_hf_loss_falling_off_a_cliff_to_exact_zero_is_hidden_nan(tmp_path: Path):
+    a = _run(tmp_path, QWEN_VL_352)
+    assert _verdict(a)[0] == "inconclusive"  # was healthy
+    (num,) = [f for f in a.diagnosis.findings if f.code == "NUM001"]
+    assert num.first_step == 2 and "logging_nan_inf_filter" in num.message
+    assert "float16 overflow" in num.remedies[0]  # the first suspect, from this run's numbers
+
+
+def test_a_cliff_outside_an_hf_log_or_from_a_low_loss_is_not_hidden_nan(tmp_path: Path):
+    generic = "".join(f"step {i} | loss {v}\n" for i, v in enumerate((3.8462, 0.0, 0.0, 0.0, 0.0), 1))
+    a = _run(tmp_path, generic)
+    assert not [f for f in a.diagnosis.findings if f.code == "NUM001"]
+    fell = QWEN_VL_352.replace("'loss': 3.8462", "'loss': 0.0004")  # a memorised tiny loss rounding to 0.0
+    a = _run(tmp_path, fell)
+    assert not [f for f in a.diagnosis.findings if f.code == "NUM001"]
+
+
+# https://github.com/tloen/alpaca-lora/issues/334 (the start of the pasted warning; the reporter's paste is garbled further on)
+ALPACA_LORA_334 = ("There were missing keys in the checkpoint model loaded: ['base_model.model.model.embed_tokens.weight', "
+                   "'base_model.model.model.layers.0.self_attn.q_proj.weight', "
+                   "'base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight', "
+                   "'base_model.model.model.layers.0.self_attn.q_proj.lora_B.default.weight', "
+                   "'base_model.model.model.layers.0.self_attn.k_proj.weight']\n")
+
+
+def test_missing_lora_keys_on_reload_is_an_empty_adapter(tmp_path: Path):
+    a = _run(tmp_path, ALPACA_LORA_334)
+    assert _verdict(a) == ("failed", "framework_bug")  # was unknown: nothing read
+    (f,) = [f for f in a.diagnosis.findings if f.code == "FW001"]
+    assert "2 adapter keys missing" in f.title and "lora_A.default.weight" in f.message
+    assert any("state_dict override" in r for r in f.remedies)
+
+
+def test_missing_tied_embeddings_on_reload_are_harmless(tmp_path: Path):
+    # the notice for tied/recomputed weights (a T5's shared embeddings) names no adapter weight
+    a = _run(tmp_path, "There were missing keys in the checkpoint model loaded: ['encoder.embed_tokens.weight', "
+                       "'decoder.embed_tokens.weight'].\n")
+    assert not [f for f in a.diagnosis.findings if f.code == "FW001"]

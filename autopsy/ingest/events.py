@@ -31,7 +31,8 @@ EVENT_KINDS = (
     "nan_stop", "oom", "bf16_unsupported", "prompt_fills_max_length", "index_out_of_range",
     "cudnn_sdpa_warning", "ddp_unused_params", "unscale_fp16", "gemma_eager_warning", "loss_watchdog",
     "empty_tensor_load", "nan_input", "labels_masked", "no_trainable_params", "native_abort", "input_exhausted",
-    "collective_timeout", "loss_rejected", "ctc_no_alignment", "ctc_lengths", "vae_nan", "grad_skip", "no_labels_found",
+    "collective_timeout", "loss_rejected", "ctc_no_alignment", "ctc_lengths", "vae_nan", "missing_keys", "grad_skip",
+    "no_labels_found",
     "warning", "error",
 )
 
@@ -59,6 +60,14 @@ def _pow2(x: float) -> float:
 _IN_LENS = r"\b(?:input|inputs|feat|feats|feature|frame|frames|x|xs|src|enc|encoder_out|output|logit|logits|hyp)_(?:lengths?|lens)\b"
 _LABEL_LENS = r"\b(?:label|labels|target|targets|tgt|y|ys|text|token|tokens|transcript)_(?:lengths?|lens)\b"
 _LEN_LIST = r"[\s:=,]{0,4}(?:tensor\()?\[([\d,\s]{1,4000})\]"
+
+
+_ADAPTER_KEY = re.compile(r"'([^']*\.(?:lora_[AB]|lora_embedding_[AB]|lora_magnitude_vector)\b[^']*)'")
+
+
+def _missing(keys: str) -> dict[str, Any]:
+    lora = _ADAPTER_KEY.findall(keys)
+    return {"keys": keys.count("'") // 2, "adapter_keys": len(lora), "first_adapter_key": lora[0] if lora else None}
 
 
 def _lengths(inputs: str, labels: str) -> dict[str, Any]:
@@ -176,6 +185,9 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     # TensorFlow's ctc_loss_calculator with ignore_longer_outputs_than_inputs=False: an InvalidArgumentError, the step fails
     ("ctc_no_alignment", re.compile(r"Not enough time for target transition sequence \(required: (\d+), available: (\d+)\)"),
      lambda m: {"required": int(m[1]), "available": int(m[2]), "fatal": True}),
+    # the HF Trainer reloading a checkpoint (load_best_model_at_end, resume: Trainer._issue_warnings_after_load): "There
+    # were missing keys in the checkpoint model loaded: [...]"; tied embeddings listed there are harmless, LoRA weights are not
+    ("missing_keys", re.compile(r"There were missing keys in the checkpoint model loaded: \[([^\n]*)"), lambda m: _missing(m[1])),
     # kohya-ss sd-scripts' latent caching (train_util.cache_batch_latents): the VAE encoded an image to NaN, "RuntimeError:
     # NaN detected in latents: <image path>"; loading a cached .npz with NaN prints "NaN detected in latents: <npz>" (older
     # "NaN found in latents, replacing with zeros")
@@ -276,7 +288,7 @@ TRIGGERS = (
     "malloc_or_wait", "metal::malloc", "Insufficient Memory", "kIOGPU", "libc++abi", "terminate called",
     "core dumped", "Fatal Python error", "returned nan values", "Your input ran out", "collective operation timeout",
     "Found NaN", "No valid path", "StopIteration", "No labels found", "Couldn't open file",
-    "Not enough time for target", "Out of memory error", "_len", "NaN detected in", "NaN found in",
+    "Not enough time for target", "Out of memory error", "_len", "NaN detected in", "NaN found in", "There were missing keys",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the

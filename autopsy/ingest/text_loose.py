@@ -243,6 +243,9 @@ _BARE_NONFINITE = re.compile(rb"[ \t]*(?:[A-Za-z]+[ _])?(?:[Ll]oss|LOSS)[ \t]*[:
                              rb"[ \t]*\r?$")
 
 
+_HELD_OUT_WORDS = re.compile(rb"(?i)\b(?:best|val|valid|validation|eval|evaluation|test|dev)\b")
+
+
 def _bare_nonfinite(text: bytes, row: tuple[int, int, list, int | None]) -> bool:
     """One alone is evidence: a value that is not finite cannot be a setting's default printed once. ``best_loss: inf``
     (an initial best) is no loss pair (``_LOSS_PAIR`` does not read ``best_``). The line is the pair alone, or a
@@ -250,8 +253,11 @@ def _bare_nonfinite(text: bytes, row: tuple[int, int, list, int | None]) -> bool
     if all(math.isfinite(v) for _, v in row[2]):
         return False
     line = text[row[0]:line_end(text, row[1])]
-    return _BARE_NONFINITE.match(line) is not None or (
-        _SEP_PAIR.match(text, row[1]) is not None and (_EPOCH.search(line) is not None or _COUNTER.search(line) is not None))
+    if _BARE_NONFINITE.match(line) is not None:
+        return True
+    # not an evaluation's or a best-so-far line ("Best validation at epoch 0: Average loss: inf", an initial best)
+    return (_SEP_PAIR.match(text, row[1]) is not None and _HELD_OUT_WORDS.search(line) is None
+            and (_EPOCH.search(line) is not None or _COUNTER.search(line) is not None))
 
 
 def _counter_step(line: bytes) -> int | None:
