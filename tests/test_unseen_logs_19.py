@@ -230,3 +230,21 @@ def test_missing_tied_embeddings_on_reload_are_harmless(tmp_path: Path):
     a = _run(tmp_path, "There were missing keys in the checkpoint model loaded: ['encoder.embed_tokens.weight', "
                        "'decoder.embed_tokens.weight'].\n")
     assert not [f for f in a.diagnosis.findings if f.code == "FW001"]
+
+
+# https://github.com/dariopavllo/convmesh/issues/8 (as pasted): a GAN's terms as space-separated "<term>_loss value" pairs
+# behind a leading counter, g_loss NaN from the first update (torch 1.7, said the thread)
+CONVMESH_8 = ("[0] epoch 0, 0/186, g_loss nan d_fake_loss 0.00000 d_real_loss 0.00000 flat 0.24812\n"
+              "[10] epoch 0, 10/186, g_loss nan d_fake_loss nan d_real_loss nan flat nan\n")
+
+
+def test_gan_term_losses_behind_a_counter_are_read(tmp_path: Path):
+    a = _run(tmp_path, CONVMESH_8)
+    assert {"g_loss", "d_fake_loss", "d_real_loss"} <= set(a.run.metrics())  # was nothing read
+    (num,) = [f for f in a.diagnosis.findings if f.code == "NUM001"]
+    assert "g_loss" in num.message
+
+
+def test_space_separated_pairs_without_a_leading_counter_stay_unread(tmp_path: Path):
+    a = _run(tmp_path, "we saw g_loss nan and d_loss 0.5 after a while\nthen g_loss 0.3 d_loss 0.2 again\n")
+    assert not a.run.metrics()

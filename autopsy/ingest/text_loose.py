@@ -80,7 +80,9 @@ def parse_hf_metrics_block(text: bytes, first_line: int, st: StepState, out: Col
 #: one space), ``loss: nan``; TensorFlow-era scripts call the loss ``cost`` (``Epoch: 542 cost= 69.79``), read
 #: only with a separator (``cost 5`` is prose)
 _LOSS_PAIR = re.compile(
-    rb"(?<![\w/.-])(?:((?:(?:train|training|val|valid|validation|eval|test|total|avg|mean|batch)[ _])?[Ll]oss|LOSS|"
+    rb"(?<![\w/.-])(?:((?:(?:train|training|val|valid|validation|eval|test|total|avg|mean|batch)[ _]|"
+    # a term's own loss (a GAN's g_loss / d_fake_loss, convmesh: "g_loss nan d_fake_loss 0.00000")
+    rb"(?:(?!(?i:best|min|lowest|prev|previous|init|initial|target|expected)_)[A-Za-z][A-Za-z0-9]{0,11}_){1,3})?[Ll]oss|LOSS|"
     rb"(?:[Tt]rain|[Tt]raining|[Vv]al|[Vv]alid|[Tt]est|[Tt]otal|[Aa]vg)[ _][Ll]oss)[ \t]*(?:[:=][ \t]*|[ \t])"
     rb"|((?:(?:train|training|val|valid|validation|test|avg|mean)[ _])?[Cc]ost|COST|(?:[Tt]rain|[Vv]al|[Tt]est|[Aa]vg)"
     rb"[ _][Cc]ost)[ \t]*[:=][ \t]*)(" + NUM + rb")(?![\w.])")
@@ -232,7 +234,9 @@ def _counter_led(text: bytes, row: tuple[int, int, list, int | None]) -> bool:
     loss: 155.686``, printed once per evaluation)."""
     ls, pos = row[0], row[1]
     if _SEP_PAIR.match(text, pos) is None:
-        return False
+        # space-separated pairs count behind a leading counter when there are several (convmesh#8: "[10] epoch 0,
+        # 10/186, g_loss nan d_fake_loss nan d_real_loss nan flat nan")
+        return len(row[2]) >= 2 and _LEADING_COUNTER.match(text, ls, pos) is not None
     return _LEADING_COUNTER.match(text, ls, pos) is not None or (
         pos - ls <= MAX_LOGGER_PREFIX and _LOG_TIME.search(text, ls, pos) is not None)
 
