@@ -33,7 +33,6 @@ Remedies:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 import numpy as np
@@ -138,16 +137,18 @@ def _vae_latents(run: Run) -> Finding | None:
     <image>": the VAE's forward pass overflowed. The usual reason is the VAE run in float16 (SDXL's VAE overflows in
     fp16, which is why sd-scripts has --no_half_vae and the fp16-fix VAE exists); a GTX 16xx card gives NaN in fp16
     whatever the model (bmaltais/kohya_ss#1908); rarely the image itself."""
-    from detectors._facts import event_evidence, total_count
+    from detectors._facts import event_evidence, fact_str, total_count
+    from detectors.fp16_hardware import FP16_BROKEN_RE
 
     evs = run.events_of("vae_nan")
     if not evs:
         return None
     e = evs[0]
     path = e.data.get("path")
-    gpu = run.config.get("gpu.name")
+    card = fact_str(run, "gpu.name")
+    gpu = card[0] if card else None
     ev = [event_evidence(e, e.message.strip()[:200] + (f" (x{total_count(evs)})" if total_count(evs) > 1 else ""))]
-    gtx16 = isinstance(gpu, str) and re.search(r"GTX\s*16\d\d|\bT\d{3,4}\b", gpu) is not None
+    gtx16 = gpu is not None and FP16_BROKEN_RE.search(gpu) is not None
     return Finding(
         code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.6,
         title="The VAE encoded an image to NaN" + (f" ({path})" if path else ""),

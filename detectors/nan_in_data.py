@@ -29,7 +29,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from autopsy.model import Finding, Run
+from autopsy.model import Evidence, Finding, Run
 from detectors._common import (
     FP16_MAX,
     Onset,
@@ -97,6 +97,14 @@ def detect(run: Run) -> Iterable[Finding]:
 _ALIGN_TERM = re.compile(r"(?i)ctc|rnnt|transducer|(?:^|[/_.])(?:simple|pruned)_loss$")
 
 
+def _with_onset(ev: list[Evidence], onset: Onset | None) -> bool:
+    """Whether the run went non-finite; if so its onset joins ``ev`` (the CTC findings are errors only then)."""
+    if onset is None:
+        return False
+    ev.append(onset.evidence)
+    return True
+
+
 #: the remedies for samples with more labels than frames (a +inf alignment loss, printed lengths)
 _CTC_LENGTH_REMEDIES = (
     "Drop the samples whose label length exceeds their frame count after subsampling (icefall and ESPnet recipes "
@@ -120,10 +128,7 @@ def _alignment_inf(run: Run, onset: Onset | None) -> Finding | None:
         others = [o for o in run.metrics() if o != m and _ALIGN_TERM.search(o) and bool(np.isposinf(points(run, o).values).any())]
         ev = [p.evidence(f"{m} = {fmt(p.value)} at step {p.step} ({inf.size} of {len(pts)} logs)"
                          + (f"; {', '.join(others[:3])} too" if others else ""))]
-        hit = onset is not None
-        if hit:
-            assert onset is not None
-            ev.append(onset.evidence)
+        hit = _with_onset(ev, onset)
         return Finding(
             code=CODE, name=SLUG, root_cause="ctc_output_longer_than_input", severity="error" if hit else "warning",
             confidence=0.65 if hit else 0.45,
@@ -158,10 +163,7 @@ def _ctc_no_alignment(run: Run, onset: Onset | None) -> Finding | None:
         return None
     n = sum(e.count for e in evs)
     ev = [event_evidence(e, e.message.strip()[:200] + (f" (x{e.count})" if e.count > 1 else "")) for e in evs[:3]]
-    hit = onset is not None
-    if hit:
-        assert onset is not None
-        ev.append(onset.evidence)
+    hit = _with_onset(ev, onset)
     fatal = next((e for e in evs if e.data.get("fatal")), None)
     no_path = ("TensorFlow's CTC loss found no valid alignment for a sample: its label sequence (with the blanks CTC needs "
                "between repeated labels) is longer than the frames the network outputs for it")
@@ -214,10 +216,7 @@ def _printed_lengths(run: Run, onset: Onset | None) -> Finding | None:
     ev = [event_evidence(e, f"sample {over[0][0]} of {len(e.data['inputs'])}: {pairs}"
                             + (f" ({len(over)} samples in this batch)" if len(over) > 1 else ""))]
     ev += [event_evidence(x, f"{len(o)} more sample(s) with more labels than frames") for x, o in bad[1:3]]
-    hit = onset is not None
-    if hit:
-        assert onset is not None
-        ev.append(onset.evidence)
+    hit = _with_onset(ev, onset)
     return Finding(
         code=CODE, name=SLUG, root_cause="ctc_output_longer_than_input", severity="error" if hit else "warning",
         confidence=0.7 if hit else 0.45,

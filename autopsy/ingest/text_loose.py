@@ -247,7 +247,8 @@ _BARE_NONFINITE = re.compile(rb"[ \t]*(?:[A-Za-z]+[ _])?(?:[Ll]oss|LOSS)[ \t]*[:
                              rb"[ \t]*\r?$")
 
 
-_HELD_OUT_WORDS = re.compile(rb"(?i)\b(?:best|val|valid|validation|eval|evaluation|test|dev)\b")
+#: words of an evaluation's or a best-so-far line
+_HELD_OUT_WORDS = re.compile(rb"(?i)\b(?:best|evaluation|dev|" + "|".join(_EVAL_WORDS).encode() + rb")\b")
 
 
 def _bare_nonfinite(text: bytes, row: tuple[int, int, list, int | None]) -> bool:
