@@ -30,7 +30,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from autopsy.model import Finding, Run
-from detectors._common import fmt, points, starts_at_start
+from detectors._common import Series, fmt, fp16_signals, hidden_zero_steps, points, starts_at_start
 
 CODE = "FLAT001"
 SLUG = "loss-flat"
@@ -64,10 +64,14 @@ COMMON_CLASSES = (200, 1000, 1001)
 
 
 def _chance_classes(value: float, tol: float = CHANCE_TOL) -> int | None:
-    for k in (*range(2, MAX_CLASSES + 1), *COMMON_CLASSES):
-        if abs(value - math.log(k)) <= tol:
-            return k
-    return None
+    """The class count K whose ln(K) is nearest ``value`` (to 1e-3), if within ``tol`` (a loose tolerance spans ln(99)
+    and ln(100): the nearest one, not the first)."""
+    # distances equal to 1e-3 keep the list's order (ln(1000) and ln(1001) are 0.001 apart: ImageNet-1k first)
+    ks = (*range(2, MAX_CLASSES + 1), *COMMON_CLASSES)
+    near = min(abs(value - math.log(k)) for k in ks)
+    if near > tol:
+        return None
+    return next(k for k in ks if abs(value - math.log(k)) <= near + 1e-3)
 
 
 #: a loss at chance level from the run's start: this many logs at least, each within this fraction of ln(K)
@@ -90,15 +94,119 @@ def _chance_from_start(loss) -> int | None:
     return k if float(np.mean(v[half:])) >= float(np.mean(v[:half])) - CHANCE_START_REL * math.log(k) / 2 else None
 
 
+#: a training accuracy at chance for K classes: at most this multiple of 1/K, plus ACC_CHANCE_SLACK
+ACC_CHANCE_FACTOR = 1.5
+ACC_CHANCE_SLACK = 0.01
+
+
+def _accuracy_in(run: Run, loss: Series) -> np.ndarray | None:
+    """The run's training accuracy logged at the loss's own steps, as fractions (a percent column, any value above 1,
+    divided by 100); None when fewer than half of the loss's logs have one."""
+    acc = points(run, "accuracy").finite_only()
+    if not len(acc):
+        return None
+    a = acc.values[np.isin(acc.steps, loss.steps)]
+    if len(a) * 2 < len(loss):
+        return None
+    return a / 100.0 if float(np.max(a)) > 1.0 else a
+
+
+def _chance_with_accuracy(run: Run, loss: Series) -> int | None:
+    """At least ``MIN_STUCK_LOGS`` logs, every one within ``CHANCE_START_REL`` of one ln(K), with no descent, and the
+    run's own training accuracy at chance beside them (at most 1.5/K + 0.01 at every log): the window need not start
+    at the run's start when the accuracy says the same (a pasted tail: donghao.org/2018/05/11/764, CIFAR-100 steps
+    199-208 at 4.59-4.63 = ln(100) with accuracy 0). A run passing through ln(K) while it learns shows a descent or
+    an accuracy above chance."""
+    v = loss.values
+    if len(v) < MIN_STUCK_LOGS or v[0] <= 0:
+        return None
+    med = float(np.median(v))
+    k = _chance_classes(med, CHANCE_START_REL * med)
+    if k is None or not np.all(np.abs(v - math.log(k)) <= CHANCE_START_REL * math.log(k)):
+        return None
+    half = len(v) // 2
+    if float(np.mean(v[half:])) < float(np.mean(v[:half])) - CHANCE_START_REL * math.log(k) / 2:
+        return None
+    acc = _accuracy_in(run, loss)
+    if acc is None or float(np.max(acc)) > ACC_CHANCE_FACTOR / k + ACC_CHANCE_SLACK:
+        return None
+    return k
+
+
+#: trailing logs of exactly 0.0 needed, and the training accuracy below which a zero loss contradicts it
+MIN_ZERO_LOGS = 3
+ZERO_LOSS_MAX_ACCURACY = 0.9
+
+
+def _zero_beside_accuracy(run: Run, loss: Series) -> Iterable[Finding]:
+    """The loss reaches exactly 0.0 after non-zero logs and stays there (at least ``MIN_ZERO_LOGS`` logs) while the
+    run's own training accuracy at those logs stays below ``ZERO_LOSS_MAX_ACCURACY``. A cross-entropy of 0 means every
+    prediction is right with probability 1, so the two contradict each other: the loss is not measuring the
+    predictions (keras#4032: float16 ``floatx``, loss 0.0049 then 0.0000e+00 at every epoch, acc 0.0987 on MNIST)."""
+    v = loss.values
+    z = len(v)
+    while z > 0 and v[z - 1] == 0.0:
+        z -= 1
+    zeros = loss[z:]
+    if z == 0 or len(zeros) < MIN_ZERO_LOGS or len(hidden_zero_steps(run)):
+        return
+    acc = _accuracy_in(run, zeros)
+    if acc is None or float(np.max(acc)) >= ZERO_LOSS_MAX_ACCURACY:
+        return
+    before, first, end = loss[z - 1], zeros[0], zeros[-1]
+    shown = fmt(float(np.max(acc)))
+    # float16 said by the run itself (a dtype, fp16 = true, loss-scale messages): the zero is an underflow
+    half = [sig for sig in fp16_signals(run) if sig.strength != "hint"][:1]
+    yield Finding(
+        code=CODE, name=SLUG, root_cause="fp16_overflow" if half else ROOT_CAUSE, severity="error",
+        confidence=0.55 if half else 0.6,
+        title=f"The loss is exactly 0 from step {first.step} on while the training accuracy stays at {shown} or less",
+        message=(f"The training loss went from {fmt(before.value)} (step {before.step}) to exactly 0 at every one of the "
+                 f"{len(zeros)} logs from step {first.step} to step {end.step}, while the run's own training accuracy at "
+                 f"those logs is at most {shown}. A cross-entropy of 0 means every prediction is right with probability "
+                 "1, so the loss is not measuring the predictions: a value that underflows (float16 training, where an "
+                 "epsilon of 1e-7 is 0), an output layer the loss cannot use (a softmax over one unit is always 1), or "
+                 "targets the loss never sees."),
+        first_step=first.step, basis="direct", symptom="loss_flat",
+        evidence=[before.evidence(f"loss {fmt(before.value)} at step {before.step}, the last non-zero log"),
+                  first.evidence(f"loss exactly 0 at step {first.step}, and at each of the {len(zeros)} logs to step "
+                                 f"{end.step}"),
+                  *_accuracy_evidence(run, first.step, end.step), *(sig.evidence for sig in half)],
+        remedies=[
+            "Train in float32 (or mixed precision with loss scaling) instead of pure float16; Keras: raise the fuzz "
+            "factor (K.set_epsilon(1e-4)) when float16 is required.",
+            "Match the loss to the output layer: categorical cross-entropy needs one unit per class (a Dense(1) softmax "
+            "always outputs 1); a binary output needs a sigmoid and binary cross-entropy.",
+            "Check that the targets reach the loss (not all masked or ignored, paired with their inputs) by printing "
+            "one batch's loss and predictions by hand.",
+        ],
+    )
+
+
+def _accuracy_evidence(run: Run, lo: int | None, hi: int | None) -> list:
+    acc = points(run, "accuracy").finite_only()
+    inside = acc[int(np.searchsorted(acc.steps, lo)):int(np.searchsorted(acc.steps, hi, "right"))]
+    if not len(inside):
+        return []
+    top = inside[int(np.argmax(inside.values))]
+    return [top.evidence(f"training accuracy {fmt(top.value)} at step {top.step}, the highest over these logs")]
+
+
 def detect(run: Run) -> Iterable[Finding]:
     loss = points(run, "loss").finite_only()
+    if len(loss) and loss.values[-1] == 0.0:
+        # an exact zero from the start is LBL001's (no supervised token); one reached after other values, with the
+        # run's own accuracy far from perfect beside it, is a loss that measures nothing
+        yield from _zero_beside_accuracy(run, loss)
+        return
     early = _chance_from_start(loss) if len(loss) < MIN_STUCK_LOGS else None
+    with_acc = False  # the chance window is the accuracy's (not necessarily from the run's start)
     if len(loss) < MIN_STUCK_LOGS and early is None:
         return
     values = loss.values
     last = float(values[-1])
     if last == 0.0:
-        return  # an exact zero is LBL001's (no supervised token)
+        return  # an exact zero is LBL001's (no supervised token), or _zero_beside_accuracy's
     tol = max(FLAT_REL * abs(last), 1e-9)
     if early is not None:
         start, tol = 0, CHANCE_START_REL * math.log(early)
@@ -109,7 +217,11 @@ def detect(run: Run) -> Iterable[Finding]:
     stuck = loss[start:]
     n = len(stuck)
     if early is None and (n < MIN_STUCK_LOGS or n < MIN_STUCK_SHARE * len(values)):
-        return
+        early = _chance_with_accuracy(run, loss)
+        if early is None:
+            return
+        with_acc, start, tol = True, 0, CHANCE_START_REL * math.log(early)
+        stuck, n = loss, len(loss)
     if _resolution(values) > tol:
         return  # printed too coarsely to tell a plateau from a slow descent
     k = early if early is not None else _chance_classes(last)
@@ -122,8 +234,11 @@ def detect(run: Run) -> Iterable[Finding]:
     shown = f"{last:.6g}"  # as printed: 2.3026, not rounded to 2.303 beside ln(10)
     spread = float(stuck.values.max() - stuck.values.min())
     where = f"at every one of the {n} logs from step {first.step} to step {end.step}"
+    if early is not None and spread > 0:  # a band around ln(K), not one value: say so
+        shown = f"between {float(stuck.values.min()):.6g} and {float(stuck.values.max()):.6g}"
+        where = f"at every one of the {n} logs from step {first.step} to step {end.step} (ln({k}) = {math.log(k):.4f})"
     if k is not None:
-        title = f"The loss is stuck at chance level: {shown} = ln({k}) {where}"
+        title = f"The loss is stuck at chance level: {shown}{'' if early is not None and spread > 0 else f' = ln({k})'} {where}"
         what = (f"the cross-entropy of predicting every one of {k} classes with probability 1/{k}: the model outputs a "
                 "uniform distribution and has learned nothing")
     else:
@@ -137,9 +252,17 @@ def detect(run: Run) -> Iterable[Finding]:
     if len(gn):
         notes.append(f"grad_norm is {fmt(float(gn.values[-1]))} at step {gn[-1].step}")
     evidence = [first.evidence(f"loss {fmt(first.value)} at step {first.step}, the first of {n} logs within "
-                               + (f"{fmt(tol)} of ln({k}) = {math.log(k):.4f} from the start" if early is not None else
+                               + (f"{fmt(tol)} of ln({k}) = {math.log(k):.4f}"
+                                  + (" in every log read" if with_acc else " from the start") if early is not None else
                                   f"{fmt(tol)} of each other") + f" (spread {fmt(spread)})"),
                 end.evidence(f"loss {fmt(end.value)} at step {end.step}: still there at the last log")]
+    if with_acc and k is not None:
+        acc = points(run, "accuracy").finite_only()
+        inside = acc[int(np.searchsorted(acc.steps, first.step)):int(np.searchsorted(acc.steps, end.step, "right"))]
+        top = inside[int(np.argmax(inside.values))]
+        evidence.append(top.evidence(f"training accuracy at most {fmt(top.value)} (step {top.step}) over these logs: "
+                                     f"chance level for {k} classes is {fmt(1 / k)}"))
+        notes.append(f"the training accuracy stays at chance beside it (at most {fmt(top.value)})")
     if start > 0:
         before = loss[start - 1]
         evidence.insert(0, before.evidence(f"loss {fmt(before.value)} at step {before.step}, the last log before it "
