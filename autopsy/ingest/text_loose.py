@@ -112,7 +112,10 @@ _LAYOUT_VALUES = re.compile(rb"\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|(?<![A-Za-z])-?(?:
 _TERM_PAIRS = re.compile(rb"(?<![\w/.-])([A-Za-z][A-Za-z0-9_]{0,30}_loss)[ \t]*[:=][ \t]*(" + NUM + rb")(?![\w.])")
 #: a line opening with its counter, after an optional timestamp or ``[INFO]``-style prefix in brackets
 _LEADING_COUNTER = re.compile(rb"[ \t]*(?:\[[^\]\r\n]{1,40}\][ \t]*)?(?:[Ee]poch|EPOCH|[Ss]tep|STEP|[Ii]ter(?:ation)?|ITER)"
-                              rb"\b[ \t]*[:=#]?[ \t]*\[?[ \t]*\d+")
+                              rb"\b[ \t]*[:=#]?[ \t]*\[?[ \t]*\d+|[ \t]*\[[ \t]*\d+[ \t]*/[ \t]*\d+[ \t]*\]")
+#: a bare bracketed ``[done/total]`` opening a line (NVIDIA retinanet-examples ``[   18/50000] focal loss: 1.124, box
+#: loss: 0.475, ... lr: 5.8e-05``): the iteration
+_LEADING_FRACTION = re.compile(rb"[ \t]*\[[ \t]*(\d+)[ \t]*/[ \t]*\d+[ \t]*\]")
 #: a loss pair with an explicit separator (``loss: nan``, ``Loss = 0.5``; not ``loss 0.5``)
 _SEP_PAIR = re.compile(rb"[\w ]{1,40}?[ \t]*[:=]")
 #: lines of one layout needed before they are read (fewer is prose that mentions a loss)
@@ -197,7 +200,8 @@ def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector
             bar_rows.append((ls, ls + m.start(), pairs, int(bar[1])))
             continue
         layout = _LAYOUT_VALUES.sub(b"#", line[:m.start()]) + _raw_key(m)
-        groups[layout].append((ls, ls + m.start(), pairs, _counter_step(line)))
+        at = _counter_step(line)
+        groups[layout].append((ls, ls + m.start(), pairs, at if at is not None else _header_epoch(text, ls)))
     lines = Lines(text, first_line)
     for ls, pos, pairs, at in bar_rows:  # a bar is structure enough: one line is a point
         for key, value in pairs:
@@ -207,11 +211,14 @@ def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector
         st.last_step = at
     rows = sorted(r for g in groups.values()
                   if len(g) >= MIN_LOOSE_LINES or all(_counter_led(text, r) or _bare_nonfinite(text, r) for r in g)
+                  or (len(g) >= 2 and all(_under_header(text, r) for r in g))
                   for r in g)
     if not rows:
         return
     step = st.last_step if st.last_step is not None else 0
-    counted = all(r[3] is not None for r in rows) and all(a[3] < b[3] for a, b in zip(rows, rows[1:]))
+    # counters that grow; lines of different keys may share one (a train and a val line under one epoch header)
+    counted = all(r[3] is not None for r in rows) and all(
+        a[3] < b[3] or (a[3] == b[3] and not {k for k, _ in a[2]} & {k for k, _ in b[2]}) for a, b in zip(rows, rows[1:]))
     for ls, pos, pairs, at in rows:
         step = at if counted else step + 1
         line = lines.at(pos)
@@ -225,6 +232,36 @@ def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector
         used.add(ls)
     st.last_step = step
     st.inferred = st.inferred or not counted
+
+
+#: an epoch header on a line of its own (the PyTorch transfer-learning tutorial's ``print(f'Epoch {epoch}/{num_epochs -
+#: 1}')`` then a ``-`` rule, Keras' ``Epoch 3/12``)
+_EPOCH_HEADER = re.compile(rb"[ \t]*(?:[Ee]poch|EPOCH)[ \t]*:?[ \t]*(\d+)[ \t]*/[ \t]*\d+[ \t]*\r?\Z")
+_RULE = re.compile(rb"[ \t]*[-=*_]{3,}[ \t]*\r?\Z")
+#: lines between a loss line and its epoch header (the header, a rule, the train line before a val line)
+HEADER_REACH = 3
+
+
+def _header_epoch(text: bytes, ls: int) -> int | None:
+    """The epoch of the ``Epoch N/M`` header line at most ``HEADER_REACH`` lines above the line at ``ls`` (rules and
+    blank lines skipped; no other header in between)."""
+    end = ls - 1
+    for _ in range(HEADER_REACH):
+        if end < 0:
+            return None
+        start = text.rfind(b"\n", 0, end) + 1
+        line = text[start:end]
+        h = _EPOCH_HEADER.match(line)
+        if h is not None:
+            return int(h[1])
+        end = start - 1
+    return None
+
+
+def _under_header(text: bytes, row: tuple[int, int, list, int | None]) -> bool:
+    """A loss line given with ``:``/``=`` under its own ``Epoch N/M`` header: two epochs of the layout are structure
+    enough (pytorch/tutorials#227 pasted ``Epoch 0/24`` / ``train Loss: 0.8934 Acc: 0.0000`` / ``val Loss: ...``)."""
+    return _SEP_PAIR.match(text, row[1]) is not None and _header_epoch(text, row[0]) is not None
 
 
 def _counter_led(text: bytes, row: tuple[int, int, list, int | None]) -> bool:
@@ -269,7 +306,7 @@ def _counter_step(line: bytes) -> int | None:
     """The step a line's own counter gives: ``Step 300``; ``Epoch 2 | Batch 100/15582`` -> 2 * 15582 + 100."""
     c = _COUNTER.search(line)
     if c is None:
-        lead = _LEADING_NUMBER.match(line) or _LEADING_EPOCH.match(line)
+        lead = _LEADING_NUMBER.match(line) or _LEADING_FRACTION.match(line) or _LEADING_EPOCH.match(line)
         return int(lead[1]) if lead is not None else None
     n = int(c[2])
     e = _EPOCH.search(line)
@@ -650,6 +687,52 @@ def parse_eval_set(text: bytes, first_line: int, st: StepState, out: Collector,
     before.done()
 
 
+# -- "<name> loss at <counter> N: value" ------------------------------------------------------------------------
+
+#: the literal core: a loss (or cost) said "at"/"after" a counter
+_LOSS_AT_CORE = re.compile(rb"(?:oss|OSS|ost)[ \t]+(?:at|after|@)[ \t]+")
+#: the whole line: TensorFlow's word2vec tutorial ``Average loss at step  2000 :  4.35``, the Udacity notMNIST
+#: assignments ``Minibatch loss at step 500: 2.31``, CornerNet/CenterNet ``training loss at iteration 31000: 7.48``
+#: (and their ``focal loss at iteration ...`` terms, ``validation loss at iteration ...``), ``Loss at epoch 3 is 0.42``
+_LOSS_AT = re.compile(
+    rb"[ \t]*(?:\[[^\]\r\n]{1,60}\][ \t]*)?((?:[A-Za-z][A-Za-z0-9]{0,20}[ _]){0,2})([Ll]oss|LOSS|[Cc]ost)[ \t]+"
+    rb"(?:at|after|@)[ \t]+(?:the[ \t]+)?([Ss]tep|STEP|[Ii]teration|ITERATION|[Ii]ter|ITER|[Ee]poch|EPOCH|[Bb]atch)"
+    rb"[ \t]*#?[ \t]*(\d+)(?:[ \t]*/[ \t]*\d+)?[ \t]*(?:[:=]|is\b|was\b)?[ \t]*(" + NUM + rb")[ \t]*[.,;]?[ \t]*\r?$")
+
+
+def parse_loss_at_counter(text: bytes, first_line: int, st: StepState, out: Collector,
+                          steps: StepMarks, used: Used) -> None:
+    """``<name> loss at <step|iteration|epoch> N: value`` lines: the line holds the step itself, so one is a point.
+    The words before ``loss`` name it as the loose pairs do (``training``/``average``/``minibatch``: the loss;
+    ``validation``/``test``: eval_loss; ``focal``: focal_loss)."""
+    lines = Lines(text, first_line)
+    seen: set[int] = set()
+    for c in _LOSS_AT_CORE.finditer(text):
+        ls = line_start(text, c.start())
+        if ls in seen:
+            continue
+        seen.add(ls)
+        le = line_end(text, c.end())
+        if le - ls > MAX_LOOSE_LINE or used.covers(ls, le):
+            continue
+        m = _LOSS_AT.match(text[ls:le])
+        if m is None:
+            continue
+        words = m[1].decode().replace("_", " ").split()
+        word = words[-1].lower() if words else ""
+        if any(w.lower() in _EVAL_WORDS for w in words):
+            key = "eval_loss"
+        elif not word or word in _NEUTRAL_WORDS or word == "minibatch":
+            key = "loss"
+        else:
+            key = f"{word}_loss"
+        step = int(m[4])
+        out.add(step, key, float(m[5]), lines.at(ls + m.start(2)))
+        steps.append((ls, step))
+        used.add(ls)
+        st.last_step = step
+
+
 #: (parser, letters a chunk needs first), run after every other line parser
 # -- one-pair detail lines under a counter line ------------------------------------------------------------
 
@@ -705,6 +788,7 @@ LOOSE_PARSERS = (
     (parse_tensor_dicts, (b"tensor",)),
     (parse_progress_meter, (b"Epoch",)),
     (parse_scheduler_verbose, (b"Adjustinglearningrate",)),
+    (parse_loss_at_counter, (b"ossat", b"OSSat", b"ostat", b"ossafter", b"OSSafter")),
     (parse_pair_records, _RECORD_LITERALS),
     (parse_loose_loss, (b"oss", b"OSS", *_COST_WORDS)),
     (parse_eval_set, (b"setAverageloss",)),
