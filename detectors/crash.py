@@ -56,7 +56,7 @@ EXPLAINED = re.compile(
     re.IGNORECASE)
 #: event kinds whose own line is the exception's: a trainer's finiteness check raising (the non-finite value is the
 #: failure, not the raise), GradScaler finding no gradients, a library refusing bf16 - named where they are read
-EXPLAINING_KINDS = ("nan_stop", "no_trainable_params", "bf16_unsupported", "vae_nan")
+EXPLAINING_KINDS = ("nan_stop", "no_trainable_params", "bf16_unsupported", "vae_nan", "loss_diverged")
 #: the events the detectors that explain EXPLAINED's messages read (gradientless params, bf16, loss scale, vocab,
 #: masked labels): one of them must be in the run for an EXPLAINED message to be left to them
 CORROBORATING_KINDS = ("no_grad_fn", "no_grad_inputs", "no_trainable_params", "bf16_unsupported", "loss_scale_min",
@@ -75,6 +75,11 @@ _CALLER_FAULT = re.compile(r"same device|size mismatch|out of memory|does not ex
                            r"expected .* got|must be|should be|invalid|unsupported|not supported", re.IGNORECASE)
 LIBRARY_FAULT_CONFIDENCE = 0.5
 
+
+def _sentence(text: str) -> str:
+    """The exception message as a sentence: a closing period unless it already ends in punctuation."""
+    text = text.rstrip()
+    return text if not text or text[-1] in ".!?:;)]}'\"" else text + "."
 
 def _frame_text(frame: object) -> str:
     """A traceback frame as a reader would quote it: ``main/train.py:30 in main``."""
@@ -111,12 +116,39 @@ def _exc(ev: Event) -> tuple[str, str]:
     return t or "Exception", m or ev.message.strip()
 
 
+def _epoch_iterator_empty(run: Run, ev: Event) -> Finding:
+    """The HF Trainer's "not a single sample in your epoch_iterator, stopping training at step N": the run ends there,
+    short of max_steps, reported as finished."""
+    step, planned = ev.data.get("stopped_at"), ev.data.get("planned_steps")
+    resumed = bool(run.events_of("resumed"))
+    short = f" of the {planned:,} planned (max_steps)" if planned else ""
+    return Finding(
+        code=CODE, name=SLUG, root_cause="data_exhausted", severity="error", confidence=0.8,
+        title=f"Training stopped early at step {step:,}{short}: the epoch iterator yielded no batch",
+        message=(f"The Trainer found not a single batch in its epoch iterator and stopped at step {step:,}{short}: the "
+                 "run ends as if finished. An IterableDataset (a streaming dataset) holds fewer samples than max_steps "
+                 "needs" + ("; here the run resumed from a checkpoint, and skipping the batches already seen runs a "
+                            "stream dry before training starts again (transformers#26413)" if resumed else "") + "."),
+        first_step=step, evidence=[Evidence(ev.source, f"line {ev.line}" if ev.line is not None else "log",
+                                            f"\"{ev.message.strip()[:200]}\"", step),
+                                   *(Evidence(r.source, f"line {r.line}" if r.line is not None else "log",
+                                              f"resumed: \"{r.message.strip()[:120]}\"", r.data.get("global_step"))
+                                     for r in run.events_of("resumed")[:1])],
+        remedies=["Set max_steps to what the data holds, or make the iterable dataset repeat (e.g. itertools.cycle, "
+                  "datasets' IterableDataset repeated per epoch).",
+                  "Resuming with a streaming dataset: pass ignore_data_skip=True (the data order then differs from an "
+                  "uninterrupted run) or upgrade to a transformers release whose skip does not exhaust the stream."],
+        basis="direct", symptom="stopped_early")
+
+
 def _input_exhausted(run: Run) -> Finding | None:
     """Keras stopping fit() because the data ran out: no exception, the run just ends short of its plan."""
     evs = run.events_of("input_exhausted")
     if not evs:
         return None
     ev = evs[0]
+    if ev.data.get("trainer") == "hf":
+        return _epoch_iterator_empty(run, ev)
     planned = ev.data.get("planned_batches")
     step = ev.step if ev.step is not None else step_near(run, ev)
     at = f" at step {step}" if step is not None else ""
@@ -342,5 +374,5 @@ def detect(run: Run) -> Iterable[Finding]:
     yield Finding(code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error",
                   confidence=AFTER_NAN_CONFIDENCE if after_nan else GENERIC_CONFIDENCE,
                   title=f"Crashed with {exc_type}{at}" + (f": {known[0]}" if known else ""),
-                  message=f"The run died{at}: {exc_type}: {exc_msg[:300]}" + (f" This means {known[1]}." if known else ""),
+                  message=f"The run died{at}: {exc_type}: {_sentence(exc_msg[:300])}" + (f" This means {known[1]}." if known else ""),
                   first_step=step, evidence=evidence, remedies=remedies, basis="direct", symptom="crash")

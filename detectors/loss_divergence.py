@@ -39,6 +39,7 @@ from detectors._common import (
     PERPLEXITY,
     WATCHED,
     divergence_floor,
+    event_evidence,
     fmt,
     is_policy_gradient_run,
     latest_attempt,
@@ -52,7 +53,8 @@ from detectors.knobs import knob, sentence
 CODE = "DIV001"
 SLUG = "loss-divergence"
 ROOT_CAUSE = None
-NEEDS = ("scalars",)
+NEEDS = ("scalars", "events")  # events: a trainer's own divergence check (_guard_stop)
+NEEDS_ANY = True
 
 #: logs the loss must stay diverged, so a spike that recovers is not divergence
 MIN_LOGS_AFTER = 3
@@ -84,6 +86,48 @@ MIN_LATE_LOGS = 6
 def detect(run: Run) -> Iterable[Finding]:
     if nonfinite_onset(run) is not None or is_policy_gradient_run(run):
         return  # NaN runs are NUM001/OPT001's; RL surrogate losses are not judged by level
+    found = list(_from_series(run))
+    yield from found
+    if not found:
+        guard = _guard_stop(run)
+        if guard is not None:
+            yield guard
+
+
+def _guard_stop(run: Run) -> Finding | None:
+    """A trainer's own divergence check stopped the run (retinanet-examples: "RuntimeError: Loss is diverging! Try
+    lowering the learning rate."), with no non-finite value and no divergence the logged series shows by itself (a
+    check on the step's own loss fires before the log does)."""
+    evs = run.events_of("loss_diverged")
+    if not evs:
+        return None
+    ev = evs[0]
+    # the run's loss, else its loss terms (retinanet-examples logs focal and box losses only)
+    name = "loss" if "loss" in run.metrics() else next((m for m in sorted(run.metrics()) if loss_like(m)), "loss")
+    loss = latest_attempt(points(run, name)).finite_only()
+    step = ev.step if ev.step is not None else (loss[-1].step if len(loss) else None)
+    evidence = [event_evidence(ev, f"\"{' '.join(ev.message.split())[:200]}\": the trainer's divergence check")]
+    lr = points(run, "learning_rate").finite_only()
+    if len(loss):
+        last = loss[-1]
+        at = value_at(lr, last.step) if len(lr) else None
+        evidence.insert(0, last.evidence(f"last logged {name} {fmt(last.value)} at step {last.step}"
+                                         + (f" (lr {fmt(at.value)})" if at is not None else "")))
+    return Finding(
+        code=CODE, name=SLUG, root_cause="lr_too_high", severity="error", confidence=0.55,
+        title="The trainer's divergence check stopped the run" + (f" after step {step}" if step is not None else ""),
+        message=("The run was stopped by the training loop's own check that the loss is diverging (it grew past the "
+                 "check's bound; nothing had to go NaN). A step size too large for this setup is the usual cause: a "
+                 "learning rate tuned for more GPUs (a larger global batch) or with a longer warmup; a bad batch and "
+                 "precision are the others."),
+        first_step=step, evidence=evidence,
+        remedies=[sentence("Lower the peak learning rate 3-10x (scale it with the global batch when using fewer GPUs); "
+                           f"{knob(run, 'warmup')}; {knob(run, 'clip')}")],
+        basis="direct", symptom="loss_divergence",
+    )
+
+
+def _from_series(run: Run) -> Iterable[Finding]:
     loss = latest_attempt(points(run, "loss")).finite_only()
     floor = _softmax_floor(loss)
     if floor is not None:

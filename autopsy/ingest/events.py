@@ -32,7 +32,7 @@ EVENT_KINDS = (
     "cudnn_sdpa_warning", "ddp_unused_params", "unscale_fp16", "gemma_eager_warning", "loss_watchdog",
     "empty_tensor_load", "nan_input", "labels_masked", "no_trainable_params", "native_abort", "input_exhausted",
     "collective_timeout", "loss_rejected", "ctc_no_alignment", "ctc_lengths", "vae_nan", "missing_keys", "grad_skip",
-    "no_labels_found",
+    "no_labels_found", "loss_diverged", "resumed",
     "warning", "error",
 )
 
@@ -202,6 +202,23 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("input_exhausted", re.compile(r"Your input ran out of data; interrupting training"
                                    r"(?:[^\n]*?\(in this case, (\d+) batches\))?"),
      lambda m: {"planned_batches": int(m[1]) if m[1] else None}),
+    # the HF Trainer (and PaddleNLP's copy) when an epoch's iterator yields no batch at all: an IterableDataset shorter
+    # than max_steps, or a resume whose batch skipping ran a stream dry (transformers#26413); both spellings occur
+    # ("seems to be not a single sample", "seems not to be a single sample")
+    ("input_exhausted", re.compile(r"There seems (?:to be not|not to be) a single sample in your epoch_iterator, stopping "
+                                   r"training at step (\d+)!?(?:[^\n]*?num_steps \((\d+)\))?"),
+     lambda m: {"trainer": "hf", "stopped_at": int(m[1]), "planned_steps": int(m[2]) if m[2] else None}),
+    # the HF Trainer resuming (Trainer._inner_training_loop's notices): "Continuing training from checkpoint, will skip to
+    # saved global_step", "Continuing training from global step 77000"
+    ("resumed", re.compile(r"Continuing training from (?:checkpoint|global step (\d+))"),
+     lambda m: {"global_step": int(m[1]) if m[1] else None}),
+    # a trainer's own divergence check raising (NVIDIA retinanet-examples train.py: "RuntimeError: Loss is
+    # diverging!\nTry lowering the learning rate."): the loss grew past the check's bound, no NaN needed. Not a
+    # message naming NaN/Inf (detectron2's "FloatingPointError: Predicted boxes or scores contain Inf/NaN. Training has
+    # diverged." is a finiteness check), and the loss must be its subject
+    ("loss_diverged", re.compile(r"\b\w*(?:Error|Exception)\b:\s(?![^\n]*\b(?:nan|NaN|NAN|inf|Inf|INF|infinite)\b)"
+                                 r"[^\n]{0,60}?\b(?:[Ll]oss|LOSS)\b[^\n]{0,20}?\b(?:is |has |have )?(?:diverg|explod)\w*"),
+     lambda m: {}),
     # the messages themselves, not prose about them ("--half, needed to avoid CUDA out of memory)"): torch's
     # "CUDA out of memory. Tried to allocate", TF's "OOM when allocating tensor", XLA's RESOURCE_EXHAUSTED
     ("oom", re.compile(r"CUDA out of memory(?=\s*[.;:,]|\s+Tried|\s*$)|OutOfMemoryError|"
@@ -289,6 +306,7 @@ TRIGGERS = (
     "core dumped", "Fatal Python error", "returned nan values", "Your input ran out", "collective operation timeout",
     "Found NaN", "No valid path", "StopIteration", "No labels found", "Couldn't open file",
     "Not enough time for target", "Out of memory error", "_len", "NaN detected in", "NaN found in", "There were missing keys",
+    "epoch_iterator", "Continuing training from",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the
