@@ -384,6 +384,10 @@ ZERO_SPIKE_FACTOR = 10.0
 
 #: HF runs: exact zeros right after a log at least this high are a cliff no learning makes (the Trainer prints 4 decimals)
 ZERO_CLIFF_FROM = 0.5
+#: frameworks whose loss logs are the HF Trainer's own (its logging_nan_inf_filter logs an all-NaN window as 0.0):
+#: TRL, ms-swift, LLaMA-Factory (trainer_log.jsonl is written from the Trainer's logs) and axolotl train through it;
+#: llama-recipes has a loop of its own
+HF_TRAINER_LOGS = frozenset({"hf_trainer", "trl", "ms_swift", "llamafactory", "axolotl"})
 
 
 def hidden_zero_mask(loss: Series, gn: Series, cliff: bool = False) -> np.ndarray:
@@ -426,8 +430,10 @@ def _zeros_after_spike(v: np.ndarray, cliff: bool = False) -> np.ndarray:
                 base = robust_level(before[before != 0])
                 if v[j] > FP16_MAX or (base is not None and base > 0 and v[j] >= ZERO_SPIKE_FACTOR * base):
                     out[i:e] = True
-            if cliff and i > 0 and np.isfinite(v[i - 1]) and v[i - 1] >= ZERO_CLIFF_FROM:
-                out[i:e] = True
+        # the cliff also when the zero is the last log read (the run, or the paste, ends in it: LlamaFactory#506,
+        # 2.7044 then 0.0 at the last line of trainer_log.jsonl); a lone zero between two finite logs stays a window
+        if cliff and (e - i >= 2 or e == n) and i > 0 and np.isfinite(v[i - 1]) and v[i - 1] >= ZERO_CLIFF_FROM:
+            out[i:e] = True
         i = e
     return out
 
@@ -435,7 +441,7 @@ def _zeros_after_spike(v: np.ndarray, cliff: bool = False) -> np.ndarray:
 def hidden_zero_steps(run: Run) -> Series:
     """Loss points of exactly 0.0 logged with a non-finite grad_norm at the same step."""
     loss = points(run, "loss")
-    return loss.select(hidden_zero_mask(loss, points(run, "grad_norm"), cliff="hf_trainer" in run.frameworks))
+    return loss.select(hidden_zero_mask(loss, points(run, "grad_norm"), cliff=bool(HF_TRAINER_LOGS & set(run.frameworks))))
 
 
 def transient_first_gradnorm(gn: Series) -> bool:

@@ -106,6 +106,8 @@ def test_a_traceback_behind_a_launcher_prefix_is_read(tmp_path: Path):
     (f,) = [f for f in a.diagnosis.findings if f.code == "CRASH001"]
     assert "disk filled while saving a checkpoint" in f.title
     assert "serialization.py:604 in _save" in " ".join(e.detail for e in f.evidence)
+    # the exception message is a sentence of its own before the explanation
+    assert "No space left on device. This means" in f.message
 
 
 def test_enospc_from_a_dataloader_worker_stays_shared_memory(tmp_path: Path):
