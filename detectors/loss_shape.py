@@ -1,0 +1,89 @@
+"""Loss shape mismatch: the loss compares predictions and targets of different shapes, and broadcasting hides it.
+
+What it detects:
+    PyTorch's own message from ``torch.nn.functional``'s regression losses (``mse_loss``, ``l1_loss``,
+    ``smooth_l1_loss``, ``huber_loss`` warn; ``binary_cross_entropy`` raises): "Using a target size
+    (torch.Size([64])) that is different to the input size (torch.Size([64, 1]))". It is reported when the two shapes
+    hold different numbers of elements (a ``[1]`` prediction against ``[10]`` targets), broadcast to more elements than
+    either holds (``[N, 1]`` against ``[N]`` gives ``[N, N]``: every prediction is compared with every target), or when
+    the prediction is empty (a dimension of 0: the mean over nothing is NaN). Shapes that differ only by size-1
+    dimensions (``[3, 32, 32]`` beside ``[1, 3, 32, 32]``) pair the same values and are left alone.
+
+Why it matters:
+    Nothing crashes. The loss is a number, it even falls a little (the model learns the targets' mean), and the run
+    looks merely stuck: forum threads about a regression net "not learning" end with this line in the log.
+
+Evidence used:
+    Event ``loss_shape_mismatch`` (the two shapes); the ``loss`` series, for what it did afterwards.
+
+Remedies:
+    Make the shapes equal before the loss: ``output.squeeze(-1)`` for an ``[N, 1]`` head or ``target.unsqueeze(1)``;
+    check the model's output is not empty (a slice or a head that returns nothing).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from autopsy.model import Finding, Run
+from detectors._common import event_evidence, fmt, points
+
+CODE = "SHP001"
+SLUG = "loss-shape-mismatch"
+ROOT_CAUSE = "loss_shape_mismatch"
+NEEDS = ("events",)
+
+
+def _numel(dims: list[int]) -> int:
+    return math.prod(dims) if dims else 1
+
+
+def _broadcast(a: list[int], b: list[int]) -> list[int] | None:
+    """The shape ``a`` and ``b`` broadcast to, or None when they do not (the loss would have raised)."""
+    out = []
+    for i in range(1, max(len(a), len(b)) + 1):
+        x = a[-i] if i <= len(a) else 1
+        y = b[-i] if i <= len(b) else 1
+        if x != y and 1 not in (x, y):
+            return None
+        out.append(y if x == 1 else x)
+    return out[::-1]
+
+
+def _size(dims: list[int]) -> str:
+    return f"[{', '.join(str(d) for d in dims)}]"
+
+
+def detect(run: Run) -> Iterable[Finding]:
+    for ev in run.events_of("loss_shape_mismatch"):
+        target, pred = list(ev.data.get("target") or []), list(ev.data.get("input") or [])
+        empty = 0 in pred
+        both = _broadcast(target, pred)
+        if both is None or (not empty and _numel(target) == _numel(pred) == _numel(both)):
+            continue  # no broadcast (it raised: the traceback says so), or extra size-1 dims that pair the same values
+        if empty:
+            what = (f"the prediction is empty ({_size(pred)}, target {_size(target)}): the loss is a mean over nothing, "
+                    "NaN, or 0 where a framework filters it, and no gradient reaches the model")
+        else:
+            what = (f"the prediction {_size(pred)} and the target {_size(target)} broadcast to {_size(both)}: "
+                    + ("every prediction is compared with every target" if _numel(both) > max(_numel(target), _numel(pred))
+                       else f"{_numel(pred)} predicted value(s) against {_numel(target)} targets")
+                    + ", so the best the model can do is predict the targets' mean, and the loss stays high")
+        evidence = [event_evidence(ev, f"PyTorch: target size {_size(target)} differs from input size {_size(pred)}")]
+        loss = points(run, "loss")
+        if len(loss):
+            first, last = loss[0], loss[-1]
+            evidence.append(last.evidence(f"loss {fmt(first.value)} at step {first.step} -> {fmt(last.value)} at step "
+                                          f"{last.step}"))
+        yield Finding(
+            code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.75 if empty else 0.7,
+            title=f"The loss compares a prediction of shape {_size(pred)} with a target of shape {_size(target)}",
+            message=f"PyTorch warned that the loss's target and input sizes differ: {what}.",
+            first_step=ev.step, evidence=evidence, basis="direct", symptom="config_defect",
+            remedies=["Make the prediction and the target the same shape right before the loss: output.squeeze(-1) for "
+                      "an [N, 1] head, or target.unsqueeze(1); print both shapes once to check.",
+                      "An empty prediction (a dimension of 0): check the model's last layer and any slicing of its output "
+                      "(an index past the end, a mask that selects nothing)."],
+        )
+        return
