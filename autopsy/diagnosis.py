@@ -73,6 +73,8 @@ TELLS: dict[str, str] = {
     "degenerate_labels": "count the training labels per class after loading: one class (or all-background masks) is a task with nothing to learn",
     "ctc_output_longer_than_input": "compare each failing sample's label length with its input frames after subsampling: "
                                     "labels that outnumber the frames have no CTC alignment",
+    "loss_shape_mismatch": "print output.shape and target.shape right before the loss: they must be equal (squeeze the "
+                           "[N, 1] output or unsqueeze the [N] target)",
 }
 
 

@@ -20,6 +20,7 @@ from detectors import (  # config/event detectors
     lora_task_type,
     loss_divergence,
     loss_flat,
+    loss_shape,
     lr_stalled,
     lr_too_high,
     masked_batches,
@@ -57,6 +58,7 @@ ALL: list[ModuleType] = [
     fp16_hardware,
     vocab_mismatch,
     loss_flat,
+    loss_shape,
     error_rate_pinned,
 ]
 

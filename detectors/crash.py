@@ -56,7 +56,8 @@ EXPLAINED = re.compile(
     re.IGNORECASE)
 #: event kinds whose own line is the exception's: a trainer's finiteness check raising (the non-finite value is the
 #: failure, not the raise), GradScaler finding no gradients, a library refusing bf16 - named where they are read
-EXPLAINING_KINDS = ("nan_stop", "no_trainable_params", "bf16_unsupported", "vae_nan", "loss_diverged")
+EXPLAINING_KINDS = ("nan_stop", "no_trainable_params", "bf16_unsupported", "vae_nan", "loss_diverged",
+                    "loss_shape_mismatch")
 #: the events the detectors that explain EXPLAINED's messages read (gradientless params, bf16, loss scale, vocab,
 #: masked labels): one of them must be in the run for an EXPLAINED message to be left to them
 CORROBORATING_KINDS = ("no_grad_fn", "no_grad_inputs", "no_trainable_params", "bf16_unsupported", "loss_scale_min",

@@ -32,7 +32,7 @@ EVENT_KINDS = (
     "cudnn_sdpa_warning", "ddp_unused_params", "unscale_fp16", "gemma_eager_warning", "loss_watchdog",
     "empty_tensor_load", "nan_input", "labels_masked", "no_trainable_params", "native_abort", "input_exhausted",
     "collective_timeout", "loss_rejected", "ctc_no_alignment", "ctc_lengths", "vae_nan", "missing_keys", "grad_skip",
-    "no_labels_found", "loss_diverged", "resumed",
+    "no_labels_found", "loss_diverged", "resumed", "loss_shape_mismatch",
     "warning", "error",
 )
 
@@ -68,6 +68,11 @@ _ADAPTER_KEY = re.compile(r"'([^']*\.(?:lora_[AB]|lora_embedding_[AB]|lora_magni
 def _missing(keys: str) -> dict[str, Any]:
     lora = _ADAPTER_KEY.findall(keys)
     return {"keys": keys.count("'") // 2, "adapter_keys": len(lora), "first_adapter_key": lora[0] if lora else None}
+
+
+def _dims(text: str) -> list[int]:
+    """``64, 1`` (inside ``torch.Size([...])``) as [64, 1]; ``torch.Size([])`` as []."""
+    return [int(x) for x in text.replace(" ", "").split(",") if x]
 
 
 def _lengths(inputs: str, labels: str) -> dict[str, Any]:
@@ -208,6 +213,11 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("input_exhausted", re.compile(r"There seems (?:to be not|not to be) a single sample in your epoch_iterator, stopping "
                                    r"training at step (\d+)!?(?:[^\n]*?num_steps \((\d+)\))?"),
      lambda m: {"trainer": "hf", "stopped_at": int(m[1]), "planned_steps": int(m[2]) if m[2] else None}),
+    # torch.nn.functional's regression / BCE losses (mse_loss, l1_loss, smooth_l1_loss, huber_loss warn; binary_cross_entropy
+    # raises): "Using a target size (torch.Size([64])) that is different to the input size (torch.Size([64, 1]))"
+    ("loss_shape_mismatch", re.compile(r"Using a target size \(torch\.Size\(\[([\d, ]*)\]\)\) that is different to the "
+                                       r"input size \(torch\.Size\(\[([\d, ]*)\]\)\)"),
+     lambda m: {"target": _dims(m[1]), "input": _dims(m[2])}),
     # the HF Trainer resuming (Trainer._inner_training_loop's notices): "Continuing training from checkpoint, will skip to
     # saved global_step", "Continuing training from global step 77000"
     ("resumed", re.compile(r"Continuing training from (?:checkpoint|global step (\d+))"),
@@ -306,7 +316,7 @@ TRIGGERS = (
     "core dumped", "Fatal Python error", "returned nan values", "Your input ran out", "collective operation timeout",
     "Found NaN", "No valid path", "StopIteration", "No labels found", "Couldn't open file",
     "Not enough time for target", "Out of memory error", "_len", "NaN detected in", "NaN found in", "There were missing keys",
-    "epoch_iterator", "Continuing training from",
+    "epoch_iterator", "Continuing training from", "Using a target size",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the
