@@ -314,9 +314,16 @@ def _exploded(run: Run, loss) -> Finding | None:
     if not ev:
         ev.extend(_perplexity_blown(run))
     huge = np.flatnonzero(np.abs(gn.values) >= EXPLODED_GRAD) if len(gn) else np.zeros(0, dtype=int)
-    if huge.size and (ev or huge.size >= 2):  # one huge norm beside an ordinary loss may be a scaled norm
+    # one huge norm beside an ordinary loss may be a scaled norm; beside a loss of ORDINARY_TERM or more at the same step
+    # it is not (Cross-Lingual-Voice-Cloning#3, fp32: "Train loss 0 17732198.000000 Grad Norm 2364579774464.000000")
+    big_loss = bool(huge.size) and any(abs(p.value) >= ORDINARY_TERM for p in loss
+                                       if p.step in {gn[int(i)].step for i in huge})
+    if huge.size and (ev or huge.size >= 2 or big_loss):
         p = gn[int(np.argmax(np.abs(gn.values)))]
         ev.append(p.evidence(f"grad_norm {fmt(p.value)} at step {p.step}: no converging run has gradients this large"))
+        at = next((q for q in loss if q.step == p.step), None)
+        if big_loss and at is not None and not any(e.step == at.step and e.detail.startswith("loss") for e in ev):
+            ev.append(at.evidence(f"loss {fmt(at.value)} at the same step"))
     if not ev:
         return None
     step = min(e.step for e in ev if e.step is not None) if any(e.step is not None for e in ev) else None

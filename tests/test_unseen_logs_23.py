@@ -236,3 +236,75 @@ def test_a_finiteness_check_saying_diverged_is_not_the_divergence_check(tmp_path
     a = _run(tmp_path, log)
     assert not [f for f in a.diagnosis.findings if f.code == "DIV001"]
     assert _verdict(a) == ("failed", "crash")
+
+
+# https://github.com/mlcommons/GaNDLF/issues/204 (as pasted): a regression model whose output came back empty; the MSE of
+# nothing is NaN (GaNDLF's bug)
+GANDLF_204 = r"""...\venv\lib\site-packages\torch\nn\modules\loss.py:446: UserWarning: Using a target size (torch.Size([1])) that is different to the input size (torch.Size([0])). This will likely lead to incorrect results due to broadcasting. Please ensure they have the same size.
+  return F.mse_loss(input, target, reduction=self.reduction)
+Half-Epoch Average Train loss :  0.0
+Half-Epoch Average Train mse :  nan
+"""
+
+
+def test_torch_target_size_warning_with_an_empty_prediction(tmp_path: Path):
+    a = _run(tmp_path, GANDLF_204)
+    assert _verdict(a) == ("failed", "loss_shape_mismatch")  # was healthy: nothing but a warning was read
+    (f,) = [f for f in a.diagnosis.findings if f.code == "SHP001"]
+    assert "[0]" in f.title and "[1]" in f.title and "empty" in f.message
+
+
+def test_torch_target_size_warning_n1_against_n_broadcasts_to_n_by_n(tmp_path: Path):
+    # the warning's wording as printed in a public tutorial's output (malt docs): a [112, 1] head against [112] targets
+    log = ("/content/malt/malt/metrics/base_metrics.py:10: UserWarning: Using a target size (torch.Size([112])) that is "
+           "different to the input size (torch.Size([112, 1])). This will likely lead to incorrect results due to "
+           "broadcasting. Please ensure they have the same size.\n")
+    a = _run(tmp_path, log)
+    (f,) = [f for f in a.diagnosis.findings if f.code == "SHP001"]
+    assert "[112, 112]" in f.message and "every target" in f.message
+
+
+def test_torch_target_size_warning_with_only_a_singleton_dim_is_harmless(tmp_path: Path):
+    # [3, 32, 32] beside [1, 3, 32, 32]: the same values are paired (a real user's autoencoder warning)
+    log = ("C:\\Users\\u\\anaconda3\\lib\\site-packages\\torch\\nn\\modules\\loss.py:535: UserWarning: Using a target size "
+           "(torch.Size([3, 32, 32])) that is different to the input size (torch.Size([1, 3, 32, 32])). This will likely "
+           "lead to incorrect results due to broadcasting. Please ensure they have the same size.\n")
+    a = _run(tmp_path, log)
+    assert not [f for f in a.diagnosis.findings if f.code == "SHP001"]
+
+
+# https://github.com/deterministic-algorithms-lab/Cross-Lingual-Voice-Cloning/issues/3 (as pasted): a tacotron2-style
+# train.py in fp32 ("FP16 Run: False"); the first iteration's loss and gradient norm are already absurd; lowering the LR
+# from 1e-3 to 1e-4 fixed it
+CLVC_3 = """FP16 Run: False
+Dynamic Loss Scaling: True
+Distributed Run: True
+Epoch: 0
+Train loss 0 17732198.000000 Grad Norm 2364579774464.000000 3.59s/it
+"""
+
+
+def test_tacotron_train_loss_line_reads_the_iteration_as_the_step(tmp_path: Path):
+    # "Train loss {iteration} {loss} Grad Norm {norm} {t}s/it" (NVIDIA/tacotron2 train.py and its many forks): the number
+    # after "loss" is the iteration; the loose pair reader took it as the loss value (0, 1, 2, ...) before
+    log = ("Train loss 0 17.732198 Grad Norm 23.645797 3.59s/it\nTrain loss 1 12.500000 Grad Norm 10.100000 3.50s/it\n"
+           "Train loss 2 9.200000 Grad Norm 8.300000 3.51s/it\nValidation loss 2:  9.100000  \n")
+    a = _run(tmp_path, log)
+    assert a.run.arrays("loss").values.tolist() == [17.732198, 12.5, 9.2]
+    assert a.run.arrays("loss").steps.tolist() == [0, 1, 2]
+    assert a.run.arrays("grad_norm").values.tolist() == [23.645797, 10.1, 8.3]
+    assert a.run.arrays("eval_loss").values.tolist() == [9.1]
+
+
+def test_one_huge_grad_norm_beside_a_huge_loss_is_an_explosion(tmp_path: Path):
+    a = _run(tmp_path, CLVC_3)
+    assert _verdict(a) == ("failed", "lr_too_high")  # was healthy: the line was not read
+    (f,) = [f for f in a.diagnosis.findings if f.code == "DIV001"]
+    assert "2.36e+12" in f.message and "1.77e+07" in f.message and f.first_step == 0
+
+
+def test_one_huge_grad_norm_beside_an_ordinary_loss_may_be_scaled(tmp_path: Path):
+    # an AMP-scaled norm printed once beside a loss of 2: not judged from that one line
+    log = CLVC_3.replace("17732198.000000", "2.100000")
+    a = _run(tmp_path, log)
+    assert not [f for f in a.diagnosis.findings if f.code == "DIV001"]

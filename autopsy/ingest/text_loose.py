@@ -733,6 +733,37 @@ def parse_loss_at_counter(text: bytes, first_line: int, st: StepState, out: Coll
         st.last_step = step
 
 
+# -- NVIDIA tacotron2 family: "Train loss <iteration> <loss> Grad Norm <norm> <t>s/it" -----------------------------------
+
+#: tacotron2 / waveglow-era train.py (and Mellotron, Flowtron, Cross-Lingual-Voice-Cloning, many TTS forks):
+#: ``print("Train loss {} {:.6f} Grad Norm {:.6f} {:.2f}s/it".format(iteration, reduced_loss, grad_norm, duration))``
+#: (a GAN variant adds ``D Grad Norm``), and ``print("Validation loss {}: {:9f}  ".format(iteration, val_loss))``. The
+#: number right after "loss" is the iteration, not the loss: the loose pair reader would take it as the value.
+_TACO_TRAIN = re.compile(rb"Train loss (\d+) (" + NUM + rb") Grad Norm (" + NUM + rb")(?: D Grad Norm (" + NUM + rb"))?")
+_TACO_VAL = re.compile(rb"Validation loss (\d+):[ \t]+(" + NUM + rb")[ \t]*\r?(?=\n|\Z)")
+
+
+def parse_tacotron(text: bytes, first_line: int, st: StepState, out: Collector,
+                   steps: StepMarks, used: Used) -> None:
+    lines = Lines(text, first_line)
+    for rx, val in ((_TACO_TRAIN, False), (_TACO_VAL, True)):
+        for m in rx.finditer(text):
+            ls = line_start(text, m.start())
+            if used.covers(ls, m.end()):
+                continue
+            step, line = int(m[1]), lines.at(m.start())
+            if val:
+                out.add(step, "eval_loss", float(m[2]), line)
+            else:
+                out.add(step, "loss", float(m[2]), line)
+                out.add(step, "grad_norm", float(m[3]), line)
+                if m[4] is not None:
+                    out.add(step, "d_grad_norm", float(m[4]), line)
+                steps.append((ls, step))
+                st.last_step = step
+            used.add(ls)
+
+
 #: (parser, letters a chunk needs first), run after every other line parser
 # -- one-pair detail lines under a counter line ------------------------------------------------------------
 
@@ -788,6 +819,7 @@ LOOSE_PARSERS = (
     (parse_tensor_dicts, (b"tensor",)),
     (parse_progress_meter, (b"Epoch",)),
     (parse_scheduler_verbose, (b"Adjustinglearningrate",)),
+    (parse_tacotron, (b"TrainlossGradNorm", b"Validationloss")),
     (parse_loss_at_counter, (b"ossat", b"OSSat", b"ostat", b"ossafter", b"OSSafter")),
     (parse_pair_records, _RECORD_LITERALS),
     (parse_loose_loss, (b"oss", b"OSS", *_COST_WORDS)),
