@@ -164,6 +164,20 @@ def _loose_key(raw: str) -> str:
     return k  # avg_loss, mean_loss: kept under their own name
 
 
+def _candidate_lines(text: bytes, cores: Any, used: Used) -> Any:
+    """(start, end) of each line holding a core match, once per line, short enough to be a metric line
+    (``MAX_LOOSE_LINE``) and not read by another parser."""
+    seen: set[int] = set()
+    for c in cores:
+        ls = line_start(text, c.start())
+        if ls in seen:
+            continue
+        seen.add(ls)
+        le = line_end(text, c.end())
+        if le - ls <= MAX_LOOSE_LINE and not used.covers(ls, le):
+            yield ls, le
+
+
 def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector,
                      steps: StepMarks, used: Used) -> None:
     cost = [rx for lit, rx in _COST_CORES if has(text, lit)]
@@ -171,7 +185,6 @@ def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector
         return
     groups: dict[bytes, list[tuple[int, int, list[tuple[str, float]], int | None]]] = defaultdict(list)
     bar_rows: list[tuple[int, int, list[tuple[str, float]], int]] = []
-    seen: set[int] = set()
     # the pair regex opens with a lookbehind the engine cannot skip through: find its literal core first (HF dict
     # keys, ``'loss':``, are not candidates), then read the candidate's line alone
     cores = ([c for rx in _LOSS_CORES for c in rx.finditer(text)] if has(text, b"OSS")
@@ -179,14 +192,7 @@ def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector
     for rx in cost:
         cores.extend(rx.finditer(text))
     cores.sort(key=lambda c: c.start())
-    for c in cores:
-        ls = line_start(text, c.start())
-        if ls in seen:
-            continue
-        seen.add(ls)
-        le = line_end(text, c.end())
-        if le - ls > MAX_LOOSE_LINE or used.covers(ls, le):
-            continue
+    for ls, le in _candidate_lines(text, cores, used):
         line = text[ls:le]
         m = _LOSS_PAIR.search(line)
         if m is None:
@@ -706,15 +712,7 @@ def parse_loss_at_counter(text: bytes, first_line: int, st: StepState, out: Coll
     The words before ``loss`` name it as the loose pairs do (``training``/``average``/``minibatch``: the loss;
     ``validation``/``test``: eval_loss; ``focal``: focal_loss)."""
     lines = Lines(text, first_line)
-    seen: set[int] = set()
-    for c in _LOSS_AT_CORE.finditer(text):
-        ls = line_start(text, c.start())
-        if ls in seen:
-            continue
-        seen.add(ls)
-        le = line_end(text, c.end())
-        if le - ls > MAX_LOOSE_LINE or used.covers(ls, le):
-            continue
+    for ls, le in _candidate_lines(text, _LOSS_AT_CORE.finditer(text), used):
         m = _LOSS_AT.match(text[ls:le])
         if m is None:
             continue
