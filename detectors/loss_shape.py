@@ -55,6 +55,16 @@ def _size(dims: list[int]) -> str:
     return f"[{', '.join(str(d) for d in dims)}]"
 
 
+_RESHAPE = ("Make the prediction and the target the same shape right before the loss: output.squeeze(-1) for an [N, 1] "
+            "head, or target.unsqueeze(1); print both shapes once to check.")
+_EMPTY = ("An empty prediction (a dimension of 0): check the model's last layer and any slicing of its output (an index "
+          "past the end, a mask that selects nothing).")
+
+
+def _remedies(empty: bool) -> list[str]:
+    return [_EMPTY, _RESHAPE] if empty else [_RESHAPE]
+
+
 def detect(run: Run) -> Iterable[Finding]:
     for ev in run.events_of("loss_shape_mismatch"):
         target, pred = list(ev.data.get("target") or []), list(ev.data.get("input") or [])
@@ -81,9 +91,6 @@ def detect(run: Run) -> Iterable[Finding]:
             title=f"The loss compares a prediction of shape {_size(pred)} with a target of shape {_size(target)}",
             message=f"PyTorch warned that the loss's target and input sizes differ: {what}.",
             first_step=ev.step, evidence=evidence, basis="direct", symptom="config_defect",
-            remedies=["Make the prediction and the target the same shape right before the loss: output.squeeze(-1) for "
-                      "an [N, 1] head, or target.unsqueeze(1); print both shapes once to check.",
-                      "An empty prediction (a dimension of 0): check the model's last layer and any slicing of its output "
-                      "(an index past the end, a mask that selects nothing)."],
+            remedies=_remedies(empty),
         )
         return
