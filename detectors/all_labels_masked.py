@@ -192,7 +192,54 @@ def _no_label_files(run: Run) -> Finding | None:
                   "Check the dataset YAML's train/val paths point at the folders whose labels exist."])
 
 
+#: darknet Region lines needed before "every one says count: 0" means no labels at all (a few are ordinary batches)
+MIN_REGION_LINES = 10
+
+
+def _darknet_regions(run: Run) -> Finding | None:
+    """darknet's per-layer Region lines. ``count`` is the ground-truth objects the YOLO layer matched in the batch, and
+    its averages (IOU, Class, Obj, recall) are 0/0 = ``-nan`` when it is 0: a layer whose anchor scale saw no object,
+    ordinary (AlexeyAB on darknet#600: "There is nothing wrong. Training is going well."). Every line at count 0, over
+    ``MIN_REGION_LINES`` or more, is no object at any scale: the labels do not reach the network."""
+    evs = run.events_of("darknet_region")
+    if not evs:
+        return None
+    seen = [e for e in evs if isinstance(e.data.get("count"), int)]
+    with_objects = [e for e in seen if e.data["count"] > 0]
+    empty = [e for e in seen if e.data["count"] == 0]
+    if len(seen) >= MIN_REGION_LINES and not with_objects:
+        return Finding(
+            code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.6,
+            title=f"Every darknet Region line says count: 0 ({len(seen)} lines): no ground-truth object reaches any layer",
+            message=(f"All {len(seen)} Region lines read report count: 0, so their IOU, class and objectness averages are "
+                     "-nan: no YOLO layer matched a single labelled object in any batch. The label .txt files are "
+                     "missing, empty, not found beside the images, or hold class ids or coordinates darknet rejects."),
+            first_step=seen[0].step, evidence=[event_evidence(e) for e in (seen[0], seen[-1])],
+            basis="direct", symptom="zero_loss",
+            remedies=["Check that every image has a .txt label file of the same name in the same (or the labels/) folder, "
+                      "with lines 'class x_center y_center width height', coordinates in 0..1 and class ids below "
+                      "classes= in the .cfg and .data.",
+                      "Run darknet with -show_imgs (AlexeyAB) or check a few images with their boxes drawn."])
+    if empty and all(e.data.get("nan") for e in empty):
+        shown = empty[0]
+        return Finding(
+            code=CODE, name=SLUG, root_cause=None, severity="info", confidence=0.5,
+            title=f"-nan in {len(empty)} darknet Region line(s) with count: 0: layers that saw no object",
+            message=("A Region line's averages are taken over the objects the layer matched (count); with count: 0 they are "
+                     "0/0 and print as -nan. That is a layer whose anchor scale had no object in the batch, not a NaN in "
+                     "training" + (f"; {len(with_objects)} line(s) with objects have finite averages" if with_objects
+                                   else "") + "."),
+            first_step=shown.step, evidence=[event_evidence(shown)] + [event_evidence(e) for e in with_objects[:1]],
+            basis="direct", remedies=[])
+    return None
+
+
 def detect(run: Run) -> Iterable[Finding]:
+    regions = _darknet_regions(run)
+    if regions is not None:
+        yield regions
+        if regions.severity == "error":
+            return
     labels = _no_label_files(run)
     if labels is not None:
         yield labels

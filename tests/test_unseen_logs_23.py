@@ -308,3 +308,34 @@ def test_one_huge_grad_norm_beside_an_ordinary_loss_may_be_scaled(tmp_path: Path
     log = CLVC_3.replace("17732198.000000", "2.100000")
     a = _run(tmp_path, log)
     assert not [f for f in a.diagnosis.findings if f.code == "DIV001"]
+
+
+# https://github.com/AlexeyAB/darknet/issues/600 (as pasted, the reporter's markdown bold removed): "-nan" in the Region
+# lines of layers with count: 0; AlexeyAB: "There is nothing wrong. Training is going well."
+DARKNET_600 = """Region 82 Avg IOU: -nan, Class: -nan, Obj: -nan, No Obj: 0.504497, .5R: -nan, .75R: -nan,  count: 0
+Region 94 Avg IOU: -nan, Class: -nan, Obj: -nan, No Obj: 0.477067, .5R: -nan, .75R: -nan,  count: 0
+Region 106 Avg IOU: 0.329275, Class: 0.472234, Obj: 0.503358, No Obj: 0.493445, .5R: 0.347826, .75R: 0.000000,  count: 2
+"""
+
+
+def test_darknet_region_nan_with_count_zero_is_a_layer_with_no_object(tmp_path: Path):
+    a = _run(tmp_path, DARKNET_600)
+    assert _verdict(a)[0] == "healthy"  # was "nothing to judge"
+    (f,) = [f for f in a.diagnosis.findings if f.code == "LBL001"]
+    assert f.severity == "info" and "count: 0" in f.title
+
+
+def test_darknet_regions_all_count_zero_are_no_labels(tmp_path: Path):
+    # the same layers' lines, every one at count 0, for 4 iterations (12 lines): no object reached any scale
+    zero = DARKNET_600.splitlines()[0] + "\n" + DARKNET_600.splitlines()[1] + "\n" + DARKNET_600.splitlines()[0].replace(
+        "Region 82", "Region 106") + "\n"
+    a = _run(tmp_path, zero * 4)
+    assert _verdict(a) == ("failed", "all_labels_masked")
+    (f,) = [f for f in a.diagnosis.findings if f.code == "LBL001"]
+    assert "12 lines" in f.title
+
+
+def test_a_few_darknet_regions_at_count_zero_are_not_no_labels(tmp_path: Path):
+    zero = DARKNET_600.splitlines()[0] + "\n"
+    a = _run(tmp_path, zero * 3)
+    assert not [f for f in a.diagnosis.findings if f.severity == "error"]

@@ -32,7 +32,7 @@ EVENT_KINDS = (
     "cudnn_sdpa_warning", "ddp_unused_params", "unscale_fp16", "gemma_eager_warning", "loss_watchdog",
     "empty_tensor_load", "nan_input", "labels_masked", "no_trainable_params", "native_abort", "input_exhausted",
     "collective_timeout", "loss_rejected", "ctc_no_alignment", "ctc_lengths", "vae_nan", "missing_keys", "grad_skip",
-    "no_labels_found", "loss_diverged", "resumed", "loss_shape_mismatch",
+    "no_labels_found", "loss_diverged", "resumed", "loss_shape_mismatch", "darknet_region",
     "warning", "error",
 )
 
@@ -218,6 +218,12 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("loss_shape_mismatch", re.compile(r"Using a target size \(torch\.Size\(\[([\d, ]*)\]\)\) that is different to the "
                                        r"input size \(torch\.Size\(\[([\d, ]*)\]\)\)"),
      lambda m: {"target": _dims(m[1]), "input": _dims(m[2])}),
+    # a darknet YOLO layer's statistics of one iteration (pjreddie "Region 82 Avg IOU: -nan, Class: -nan, Obj: -nan, No
+    # Obj: 0.504497, .5R: -nan, .75R: -nan,  count: 0"; AlexeyAB "v3 (mse loss, ...) Region 82 Avg (IOU: -nan, GIOU: -nan),
+    # ..., count: 0"): count is the ground-truth objects the layer matched in the batch; its averages are 0/0 = -nan
+    # when count is 0
+    ("darknet_region", re.compile(r"\bRegion (\d+) Avg\b[^\n]*?\bcount: (\d+)"),
+     lambda m: {"layer": int(m[1]), "count": int(m[2]), "nan": "nan" in m[0].lower()}),
     # the HF Trainer resuming (Trainer._inner_training_loop's notices): "Continuing training from checkpoint, will skip to
     # saved global_step", "Continuing training from global step 77000"
     ("resumed", re.compile(r"Continuing training from (?:checkpoint|global step (\d+))"),
@@ -316,7 +322,7 @@ TRIGGERS = (
     "core dumped", "Fatal Python error", "returned nan values", "Your input ran out", "collective operation timeout",
     "Found NaN", "No valid path", "StopIteration", "No labels found", "Couldn't open file",
     "Not enough time for target", "Out of memory error", "_len", "NaN detected in", "NaN found in", "There were missing keys",
-    "epoch_iterator", "Continuing training from", "Using a target size",
+    "epoch_iterator", "Continuing training from", "Using a target size", "Region ",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the
