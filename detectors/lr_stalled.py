@@ -32,12 +32,13 @@ from collections.abc import Iterable
 import numpy as np
 
 from autopsy.model import Evidence, Finding, Run
-from detectors._common import config_evidence, count_of, fmt, num, points, truthy, value_at
+from detectors._common import config_evidence, count_of, event_evidence, fmt, num, points, truthy, value_at
 
 CODE = "LRZ001"
 SLUG = "lr-stalled"
 ROOT_CAUSE = "lr_schedule_stalled"
-NEEDS = ("scalars",)
+NEEDS = ("scalars", "events")  # events: a trainer's gradient guard skipping every step (_guard_skips_all)
+NEEDS_ANY = True
 
 #: below this absolute LR no fine-tuning moves (Adam-family recipes start at ~1e-6)
 NEAR_ZERO_LR = 1e-8
@@ -110,7 +111,47 @@ def _underflowed(run: Run) -> Finding | None:
     return None
 
 
+#: consecutive skipped updates with an ordinary, finite gradient norm that mean the guard skips every step
+MIN_GUARD_SKIPS = 3
+#: a norm below this is an ordinary one (an overflowing one is inf, NaN or orders of magnitude larger)
+ORDINARY_NORM = 100.0
+
+
+def _guard_skips_all(run: Run) -> Finding | None:
+    """A trainer's own gradient guard skipping the optimizer step at consecutive steps whose gradient norm is finite
+    and ordinary (minFM#4: "detected nan/inf/spiky gradient (norm=2.197); skipping optimizer step." at every step, the
+    config's threshold 2.0 below the run's usual ~2.2): the weights stop moving while the loss still prints."""
+    evs = [e for e in run.events_of("step_skipped") if e.data.get("norm") is not None]
+    if sum(e.count for e in evs) < MIN_GUARD_SKIPS:
+        return None
+    norms = [float(e.data["norm"]) for e in evs]
+    if not all(np.isfinite(norms)) or max(norms) >= ORDINARY_NORM:
+        return None  # a real overflow or spike: the guard did its job
+    steps = [e.step for e in evs]
+    if any(x is None for x in steps) or any(b - a not in (0, 1) for a, b in zip(steps, steps[1:])):
+        return None  # skips here and there: a spike guard at work, not one that skips every step
+    first, last = evs[0], evs[-1]
+    lo, hi = min(norms), max(norms)
+    return Finding(
+        code=CODE, name=SLUG, root_cause=None, severity="error", confidence=0.6,
+        title=f"The trainer skipped the optimizer step at every step from {first.step} to {last.step}, for gradient "
+              f"norms of {fmt(lo)}-{fmt(hi)}",
+        message=(f"The training loop's own gradient guard skipped the update at every step it reported "
+                 f"(from step {first.step} to step {last.step}), though each gradient norm was finite and ordinary "
+                 f"({fmt(lo)} to {fmt(hi)}): its threshold sits below this run's normal gradient norm, so the weights no "
+                 "longer change while the loss keeps printing."),
+        first_step=first.step, basis="direct", symptom="skipped_steps",
+        evidence=[event_evidence(e, f"\"{' '.join(e.message.split())[:160]}\"") for e in (first, last)],
+        remedies=["Raise the guard's threshold above the run's usual gradient norm (or make it relative to a running "
+                  "average of recent norms), or clip gradients instead of skipping the step.",
+                  "A larger batch lowers the gradient noise, and with it how often an ordinary step looks like a spike."])
+
+
 def detect(run: Run) -> Iterable[Finding]:
+    guard = _guard_skips_all(run)
+    if guard is not None:
+        yield guard
+        return
     underflow = _underflowed(run)
     if underflow is not None:
         yield underflow

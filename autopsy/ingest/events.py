@@ -32,7 +32,7 @@ EVENT_KINDS = (
     "cudnn_sdpa_warning", "ddp_unused_params", "unscale_fp16", "gemma_eager_warning", "loss_watchdog",
     "empty_tensor_load", "nan_input", "labels_masked", "no_trainable_params", "native_abort", "input_exhausted",
     "collective_timeout", "loss_rejected", "ctc_no_alignment", "ctc_lengths", "vae_nan", "missing_keys", "grad_skip",
-    "no_labels_found", "loss_diverged", "resumed", "loss_shape_mismatch", "darknet_region",
+    "no_labels_found", "loss_diverged", "resumed", "loss_shape_mismatch", "darknet_region", "step_skipped",
     "warning", "error",
 )
 
@@ -102,6 +102,10 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     # log2 of the loss scale by 1 and skips the step: "Found NaN, decreased lg_loss_scale to {lg_loss_scale}"
     ("overflow", re.compile(r"Found NaN, decreased lg_loss_scale to (-?\d+(?:\.\d+)?)"),
      lambda m: {"new": _pow2(float(m[1])), "lg_new": float(m[1])}),
+    # PaddlePaddle's dygraph AmpScaler (verbose; PaddleOCR, PaddleDetection): "Found inf or nan, current scale is:
+    # 2.842170943040401e-14, decrease to: 2.842170943040401e-14*0.5" (the new scale is the product)
+    ("overflow", re.compile(r"Found inf or nan, current scale is: " + _NUM + r", decrease to: " + _NUM + r"\*" + _NUM),
+     lambda m: {"attempted": _f(m[1]), "new": (_f(m[2]) or 0.0) * (_f(m[3]) or 0.0)}),
     ("loss_scale_min", re.compile(r"Current loss scale already at minimum"), lambda m: {}),
     # fairseq DynamicLossScaler: FloatingPointError("Minimum loss scale reached (0.0001). Your loss is probably exploding...")
     ("loss_scale_min", re.compile(r"Minimum loss scale reached \(?" + _NUM + r"?"), lambda m: {"min_scale": _f(m[1]) if m[1] else None}),
@@ -224,6 +228,11 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     # when count is 0
     ("darknet_region", re.compile(r"\bRegion (\d+) Avg\b[^\n]*?\bcount: (\d+)"),
      lambda m: {"layer": int(m[1]), "count": int(m[2]), "nan": "nan" in m[0].lower()}),
+    # a trainer's own gradient guard skipping the update (minFM's DiT trainer: "Step 1557: detected nan/inf/spiky gradient
+    # (norm=2.1966569423675537); skipping optimizer step."): the norm it judged, when the line gives one
+    ("step_skipped", re.compile(r"(?i)(?:\bnorm\s*[=:]\s*([-+]?(?:\d+(?:\.\d*)?(?:e[-+]?\d+)?|nan|inf))[^\n]{0,80}?)?"
+                                r"\bskipp(?:ing|ed) (?:the )?optimi[sz]er (?:step|update)"),
+     lambda m: {"norm": float(m[1]) if m[1] else None}),
     # the HF Trainer resuming (Trainer._inner_training_loop's notices): "Continuing training from checkpoint, will skip to
     # saved global_step", "Continuing training from global step 77000"
     ("resumed", re.compile(r"Continuing training from (?:checkpoint|global step (\d+))"),
@@ -322,7 +331,7 @@ TRIGGERS = (
     "core dumped", "Fatal Python error", "returned nan values", "Your input ran out", "collective operation timeout",
     "Found NaN", "No valid path", "StopIteration", "No labels found", "Couldn't open file",
     "Not enough time for target", "Out of memory error", "_len", "NaN detected in", "NaN found in", "There were missing keys",
-    "epoch_iterator", "Continuing training from", "Using a target size", "Region ",
+    "epoch_iterator", "Continuing training from", "Using a target size", "Region ", "optimizer step", "optimiser step", "Found inf or nan",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the
