@@ -302,8 +302,7 @@ def _persistent(run: Run, scales: list[tuple[float, Evidence, int | None]], floo
     if nonfinite_onset(run) is not None:
         return True
     ls = points(run, "loss_scale").finite_only()
-    logged = ls if len(ls) else points(run, "train_loss_scale").finite_only()  # fairseq's epoch summaries
-    if any(s[0] < 1.0 for s in scales) and not _settled_below_one(logged):
+    if any(s[0] < 1.0 for s in scales) and not _settled_below_one(_logged_scales(run)):
         return True
     if len(ls) >= PERSIST_LOGS and bool((ls.values[-PERSIST_LOGS:] <= floor).all()):
         return True
@@ -319,14 +318,24 @@ def _persistent(run: Run, scales: list[tuple[float, Evidence, int | None]], floo
                for e in run.events_of("overflow"))
 
 
-def _settled_below_one(ls) -> bool:
+def _logged_scales(run: Run) -> np.ndarray:
+    """Every logged scale in step order: the progress lines' ``loss_scale`` and fairseq's epoch summaries'
+    ``train_loss_scale`` together (clang8#3: 0.5 on a progress line at update 1976 and 0.5 on the epoch-7 summary at
+    2000 are two logs of one settled scale)."""
+    parts = [points(run, m).finite_only() for m in ("loss_scale", "train_loss_scale")]
+    steps = np.concatenate([p.steps for p in parts]) if any(len(p) for p in parts) else np.zeros(0)
+    values = np.concatenate([p.values for p in parts]) if any(len(p) for p in parts) else np.zeros(0)
+    return values[np.argsort(steps, kind="stable")] if values.size else values
+
+
+def _settled_below_one(values: np.ndarray) -> bool:
     """A logged scale that fell below 1 and then held there (the same value at >= 2 logs from its first sub-1 one) with
     the loss finite: the scaler halves at every overflow, so a scale that stops falling means the updates go through again
     (fairseq#506: 0.5 for epochs 68-69, the loss still improving). Persistent overflow halves it log after log."""
-    low = np.flatnonzero(ls.values < 1.0)
+    low = np.flatnonzero(values < 1.0)
     if not low.size:
         return False
-    after = ls.values[int(low[0]):]
+    after = values[int(low[0]):]
     return len(after) >= 2 and bool((after == after[0]).all())
 
 

@@ -339,3 +339,96 @@ def test_a_few_darknet_regions_at_count_zero_are_not_no_labels(tmp_path: Path):
     zero = DARKNET_600.splitlines()[0] + "\n"
     a = _run(tmp_path, zero * 3)
     assert not [f for f in a.diagnosis.findings if f.severity == "error"]
+
+
+# https://github.com/Kai-46/minFM/issues/4 (as pasted): the DiT trainer's gradient guard skips every step, its threshold
+# (2.0) below the run's ordinary norm (~2.2); the maintainer: a small batch
+MINFM_4 = """Training:  78%|███████▊  | 1556/2000 [6:15:28<1:55:17, 15.58s/step]2025-08-23 06:19:20,889 - trainers.dit_trainer - WARNING - Step 1557: detected nan/inf/spiky gradient (norm=2.1966569423675537); skipping optimizer step.
+Training:  78%|███████▊  | 1557/2000 [6:15:43<1:55:00, 15.58s/step]2025-08-23 06:19:36,454 - trainers.dit_trainer - WARNING - Step 1558: detected nan/inf/spiky gradient (norm=2.164307117462158); skipping optimizer step.
+Training:  78%|███████▊  | 1558/2000 [6:15:59<1:54:43, 15.57s/step]2025-08-23 06:19:52,016 - trainers.dit_trainer - WARNING - Step 1559: detected nan/inf/spiky gradient (norm=2.1794376373291016); skipping optimizer step.
+Training:  78%|███████▊  | 1559/2000 [6:16:15<1:54:26, 15.57s/step]2025-08-23 06:20:07,596 - trainers.dit_trainer - WARNING - Step 1560: detected nan/inf/spiky gradient (norm=2.179413080215454); skipping optimizer step.
+2025-08-23 06:20:07,600 - trainers.dit_trainer - INFO - Step   1560 | Loss: 0.5275 | LR: 3.00e-04 | GradNorm: 2.29 | TPS: 16.88K | Data: 0.007s | Frozen: 0.097s | TrainableFwd: 0.701s | TrainableBwd: 1.170s
+"""
+
+
+def test_a_gradient_guard_skipping_every_ordinary_step_trains_nothing(tmp_path: Path):
+    a = _run(tmp_path, MINFM_4)
+    assert _verdict(a)[0] == "inconclusive"  # was healthy: "loss 0.5275 at the only logged point"
+    (f,) = [f for f in a.diagnosis.findings if f.code == "LRZ001"]
+    assert "every step from 1556 to 1559" in f.title and "2.164-2.197" in f.title
+
+
+def test_a_guard_skipping_a_real_spike_is_the_guard_working(tmp_path: Path):
+    lines = MINFM_4.splitlines(keepends=True)
+    spiky = [ln.replace("norm=2.1", "norm=inf") if i == 1 else ln for i, ln in enumerate(lines)]
+    a = _run(tmp_path, "".join(spiky))
+    assert not [f for f in a.diagnosis.findings if f.code == "LRZ001"]
+    sparse = [lines[0], lines[2].replace("1558/2000", "1600/2000"), lines[4]]
+    (tmp_path / "sparse").mkdir()
+    a = _run(tmp_path / "sparse", "".join(sparse))
+    assert not [f for f in a.diagnosis.findings if f.code == "LRZ001"]
+
+
+# https://github.com/google-research-datasets/clang8/issues/3 (the tail of the reporter's fairseq log, as pasted): fp16 T5
+# fine-tuning whose loss scale sits at 0.5 on a progress line and on the epoch summary while the loss keeps improving
+CLANG8_3 = """| epoch 007:    150 / 306 loss=0.159, nll_loss=0.159, ppl=1.12, wps=6381, ups=0, wpb=125584.344, bsz=7765.457, num_updates=1976, lr=1.74254e-05, gnorm=0.053, clip=0.000, oom=0.000, loss_scale=0.500, wall=44856, train_wall=38156
+| epoch 007 | loss 0.159 | nll_loss 0.159 | ppl 1.12 | wps 6382 | ups 0 | wpb 125561.977 | bsz 7709.714 | num_updates 2000 | lr 1.73205e-05 | gnorm 0.052 | clip 0.000 | oom 0.000 | loss_scale 0.500 | wall 45327 | train_wall 38615
+| epoch 007 | valid on 'valid' subset | loss 0.609 | nll_loss 0.609 | ppl 1.53 | num_updates 2000 | best_loss -0.499866
+"""
+
+
+def test_a_scale_below_one_held_across_progress_line_and_epoch_summary_is_settled(tmp_path: Path):
+    a = _run(tmp_path, CLANG8_3)
+    assert _verdict(a)[1] != "loss_scale_collapse"  # was "collapsed to 0.5, every update is skipped"
+    assert not [f for f in a.diagnosis.findings if f.code == "PREC001" and f.severity == "error"]
+
+
+# https://github.com/PaddlePaddle/PaddleOCR/issues/6848 (as pasted, two lines cut mid-line dropped): DB text detection with
+# AMP; Paddle's AmpScaler halves an already vanishing scale at every step and the loss does not fall
+PADDLEOCR_6848 = """[2022/07/11 09:18:05] ppocr INFO: epoch: [3/1200], global_step: 170, lr: 0.001000, loss: 5.584779, loss_shrink_maps: 3.880050, loss_threshold_maps: 1.011591, loss_binary_maps: 0.651857, avg_reader_cost: 0.00963 s, avg_batch_cost: 0.38676 s, avg_samples: 16.0, ips: 41.36880 samples/s, eta: 10:27:22
+Found inf or nan, current scale is: 2.842170943040401e-14, decrease to: 2.842170943040401e-14*0.5
+Found inf or nan, current scale is: 1.4210854715202004e-14, decrease to: 1.4210854715202004e-14*0.5
+Found inf or nan, current scale is: 7.105427357601002e-15, decrease to: 7.105427357601002e-15*0.5
+[2022/07/11 09:18:09] ppocr INFO: epoch: [3/1200], global_step: 180, lr: 0.001000, loss: 5.951186, loss_shrink_maps: 4.058426, loss_threshold_maps: 1.086083, loss_binary_maps: 0.722890, avg_reader_cost: 0.01041 s, avg_batch_cost: 0.38568 s, avg_samples: 16.0, ips: 41.48559 samples/s, eta: 10:19:22
+"""
+
+
+def test_paddle_amp_scaler_messages_are_overflows(tmp_path: Path):
+    a = _run(tmp_path, PADDLEOCR_6848)
+    assert _verdict(a) == ("failed", "loss_scale_collapse")  # was healthy
+    (f,) = [f for f in a.diagnosis.findings if f.code == "PREC001"]
+    assert "3.55e-15" in f.title
+
+
+# https://github.com/tensorflow/tensorflow/issues/550 (as pasted): the seq2seq translate tutorial's report; perplexity is
+# its loss, and 7.5 at step 46,300 is normal (the maintainers)
+TF_550 = """global step 46300 learning rate 0.2499 step-time 0.89 perplexity 7.50
+eval: bucket 0 perplexity 6.22
+eval: bucket 1 perplexity 7.30
+"""
+
+
+def test_tf_translate_tutorial_lines_are_read(tmp_path: Path):
+    a = _run(tmp_path, TF_550)
+    assert _verdict(a)[0] == "healthy"  # was "nothing to judge"
+    assert a.run.arrays("perplexity").values.tolist() == [7.5]
+    assert a.run.arrays("eval_perplexity_bucket1").steps.tolist() == [46300]
+
+
+# https://github.com/liuslnlp/CoupletAI/issues/2 (as pasted): bracketed keys; the maintainer: the loss stays high because
+# the label space is large, nothing is wrong
+COUPLETAI_2 = """2019-08-07 02:59:37,013 - __main__ - INFO - [epoch]: 199, [batch]: 23900, [loss]: 4.994150638580322
+2019-08-07 02:59:38,017 - __main__ - INFO - [epoch]: 199, [batch]: 24000, [loss]: 4.850643634796143
+"""
+
+
+def test_bracketed_key_records_are_read(tmp_path: Path):
+    a = _run(tmp_path, COUPLETAI_2)
+    assert _verdict(a)[0] == "healthy"  # was "nothing to judge"
+    arr = a.run.arrays("loss")
+    assert arr.steps.tolist() == [23900, 24000] and arr.values.tolist() == [4.994150638580322, 4.850643634796143]
+
+
+def test_bracketed_pairs_without_a_loss_or_too_few_are_not_records(tmp_path: Path):
+    a = _run(tmp_path, "[epoch]: 199, [batch]: 23900, [acc]: 0.5\nsee [loss]: 4.9 above\n")
+    assert "loss" not in a.run.metrics()

@@ -693,6 +693,68 @@ def parse_eval_set(text: bytes, first_line: int, st: StepState, out: Collector,
     before.done()
 
 
+# -- TensorFlow's seq2seq translate tutorial (tensorflow/models tutorials/rnn/translate) -----------------------------
+
+#: ``print("global step %d learning rate %.4f step-time %.2f perplexity %.2f" % (...))`` and, per bucket after it,
+#: ``print("  eval: bucket %d perplexity %.2f" % (bucket_id, eval_ppx))``: perplexity is the only loss it prints
+_TF_TRANSLATE = re.compile(rb"global step (\d+) learning rate (" + NUM + rb") step-time (" + NUM + rb") perplexity ("
+                           + NUM + rb")")
+_TF_BUCKET = re.compile(rb"eval: bucket (\d+) perplexity (" + NUM + rb")")
+
+
+def parse_tf_translate(text: bytes, first_line: int, st: StepState, out: Collector,
+                       steps: StepMarks, used: Used) -> None:
+    lines = Lines(text, first_line)
+    last: int | None = None
+    marks = sorted([(m.start(), 0, m) for m in _TF_TRANSLATE.finditer(text)]
+                   + [(m.start(), 1, m) for m in _TF_BUCKET.finditer(text)], key=lambda t: t[0])
+    for pos, kind, m in marks:
+        ls = line_start(text, pos)
+        if used.covers(ls, m.end()):
+            continue
+        if kind == 0:
+            last = int(m[1])
+            out.add(last, "learning_rate", float(m[2]), lines.at(pos))
+            out.add(last, "perplexity", float(m[4]), lines.at(pos))
+            steps.append((ls, last))
+            st.last_step = last
+        elif last is not None:
+            out.add(last, f"eval_perplexity_bucket{int(m[1])}", float(m[2]), lines.at(pos))
+        else:
+            continue
+        used.add(ls)
+
+
+# -- bracketed keys: "[epoch]: 199, [batch]: 23900, [loss]: 4.99" ---------------------------------------------------
+
+#: a logger printing each key in brackets (CoupletAI's ``[epoch]: 199, [batch]: 23900, [loss]: 4.994``)
+_BRACKET_PAIR = re.compile(rb"\[([A-Za-z][\w ./-]{0,30})\]\s*[:=]\s*(" + NUM + rb")(?![\w.])")
+_BRACKET_LOSS = re.compile(rb"\[(?:[\w ./-]{0,20}[ _])?(?:loss|Loss|LOSS)\]\s*[:=]")
+_BRACKET_STEPS = ("step", "global_step", "iter", "iteration", "batch")
+
+
+def parse_bracket_pairs(text: bytes, first_line: int, st: StepState, out: Collector,
+                        steps: StepMarks, used: Used) -> None:
+    """A line of three or more ``[key]: number`` pairs naming a loss is a record, even alone (prose does not bracket its
+    keys); its step is its ``[step]``/``[iter]``/``[batch]`` pair, else the next after the last step seen."""
+    lines = Lines(text, first_line)
+    for c in _BRACKET_LOSS.finditer(text):
+        ls, le = line_start(text, c.start()), line_end(text, c.end())
+        if le - ls > MAX_LOOSE_LINE or used.covers(ls, le):
+            continue
+        pairs = [(k.decode().strip().lower().replace(" ", "_"), float(v)) for k, v in _BRACKET_PAIR.findall(text, ls, le)]
+        if len(pairs) < MIN_RECORD_PAIRS or not any(k.endswith("loss") for k, _ in pairs):
+            continue
+        given = next((int(v) for k, v in pairs if k in _BRACKET_STEPS), None)
+        step = given if given is not None else (st.last_step + 1 if st.last_step is not None else 0)
+        for k, v in pairs:
+            if k not in _BRACKET_STEPS and k != "epoch":
+                out.add(step, k, v, lines.at(c.start()))
+        steps.append((ls, step))
+        used.add(ls)
+        st.last_step = step
+
+
 # -- "<name> loss at <counter> N: value" ------------------------------------------------------------------------
 
 #: the literal core: a loss (or cost) said "at"/"after" a counter
@@ -818,6 +880,8 @@ LOOSE_PARSERS = (
     (parse_progress_meter, (b"Epoch",)),
     (parse_scheduler_verbose, (b"Adjustinglearningrate",)),
     (parse_tacotron, (b"TrainlossGradNorm", b"Validationloss")),
+    (parse_tf_translate, (b"globalsteplearningratesteptimeperplexity",)),
+    (parse_bracket_pairs, (b"oss",)),
     (parse_loss_at_counter, (b"ossat", b"OSSat", b"ostat", b"ossafter", b"OSSafter")),
     (parse_pair_records, _RECORD_LITERALS),
     (parse_loose_loss, (b"oss", b"OSS", *_COST_WORDS)),
