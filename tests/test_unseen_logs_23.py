@@ -298,7 +298,7 @@ def test_tacotron_train_loss_line_reads_the_iteration_as_the_step(tmp_path: Path
 
 def test_one_huge_grad_norm_beside_a_huge_loss_is_an_explosion(tmp_path: Path):
     a = _run(tmp_path, CLVC_3)
-    assert _verdict(a) == ("failed", "lr_too_high")  # was healthy: the line was not read
+    assert _verdict(a) == ("failed", "lr_too_high")  # was not: the line was not read (the full paste was healthy)
     (f,) = [f for f in a.diagnosis.findings if f.code == "DIV001"]
     assert "2.36e+12" in f.message and "1.77e+07" in f.message and f.first_step == 0
 
