@@ -432,3 +432,25 @@ def test_bracketed_key_records_are_read(tmp_path: Path):
 def test_bracketed_pairs_without_a_loss_or_too_few_are_not_records(tmp_path: Path):
     a = _run(tmp_path, "[epoch]: 199, [batch]: 23900, [acc]: 0.5\nsee [loss]: 4.9 above\n")
     assert "loss" not in a.run.metrics()
+
+
+# https://github.com/bcmi/GracoNet-Object-Placement/issues/4 (as pasted, the reporter's markdown bold removed; two records
+# joined on the last line): PyTorch-GAN rows whose groups name the model, no "loss" word; the author: losses go up and
+# down, judge the evaluation instead
+GRACONET_4 = """[Epoch 11/11] [Batch 3811/3880] [G - gan1: 6.830, gan2: 6.101, rec: 0.151, kld: 0.0976] [D - real: 0.428, fake1: 0.016, fake2: 0.023]
+[Epoch 11/11] [Batch 3821/3880] [G - gan1: 6.830, gan2: 6.102, rec: 0.151, kld: 0.0978] [D - real: 0.428, fake1: 0.016, fake2: 0.023]
+[Epoch 11/11] [Batch 3861/3880] [G - gan1: 6.839, gan2: 6.114, rec: 0.151, kld: 0.0986] [D - real: 0.428, fake1: 0.016, fake2: 0.022][Epoch 11/11] [Batch 3871/3880] [G - gan1: 6.840, gan2: 6.116, rec: 0.151, kld: 0.0988] [D - real: 0.428, fake1: 0.016, fake2: 0.022]
+"""
+
+
+def test_gan_rows_with_named_groups_are_read(tmp_path: Path):
+    a = _run(tmp_path, GRACONET_4)
+    assert _verdict(a)[0] == "healthy"  # was "nothing to judge"
+    arr = a.run.arrays("loss_G_gan1")
+    assert arr.steps.tolist() == [11 * 3880 + 3811, 11 * 3880 + 3821, 11 * 3880 + 3861, 11 * 3880 + 3871]
+    assert a.run.arrays("loss_D_real").values.tolist() == [0.428] * 4
+
+
+def test_an_epoch_batch_prefix_without_groups_is_not_a_gan_row(tmp_path: Path):
+    a = _run(tmp_path, "[Epoch 1/11] [Batch 3/3880] starting the generator warm-up\n")
+    assert not a.run.metrics()

@@ -725,6 +725,38 @@ def parse_tf_translate(text: bytes, first_line: int, st: StepState, out: Collect
         used.add(ls)
 
 
+# -- PyTorch-GAN-style rows with named groups: "[Epoch 11/11] [Batch 3811/3880] [G - gan1: 6.830, ...] [D - real: ...]" --
+
+#: the eriklindernoren PyTorch-GAN prefix, then groups of one model's terms (GracoNet: ``[G - gan1: 6.830, gan2: 6.101,
+#: rec: 0.151, kld: 0.0976] [D - real: 0.428, fake1: 0.016, fake2: 0.023]``): every number printed there is a loss term
+_GAN_ROW = re.compile(rb"\[Epoch (\d+)/(\d+)\]\s*\[Batch (\d+)/(\d+)\]((?:\s*\[[A-Za-z][\w ]{0,15}? - [^\]\r\n]{1,300}\])+)")
+_GAN_GROUP = re.compile(rb"\[([A-Za-z][\w ]{0,15}?) - ([^\]\r\n]{1,300})\]")
+_GAN_TERM = re.compile(rb"([A-Za-z][\w.]{0,30}):\s*(" + NUM + rb")(?![\w.])")
+
+
+def parse_gan_groups(text: bytes, first_line: int, st: StepState, out: Collector,
+                     steps: StepMarks, used: Used) -> None:
+    """One row per report at ``epoch * batches + batch``; a term without "loss" in its name is ``loss_<model>_<term>``
+    (as the CycleGAN reader names its ``D_A``/``G_GAN`` terms)."""
+    lines = Lines(text, first_line)
+    mine: set[int] = set()  # lines read here (a paste may join two rows on one line)
+    for m in _GAN_ROW.finditer(text):
+        ls = line_start(text, m.start())
+        if ls not in mine and used.covers(ls, m.end()):
+            continue
+        mine.add(ls)
+        step = int(m[1]) * int(m[4]) + int(m[3])
+        line = lines.at(m.start())
+        for g in _GAN_GROUP.finditer(m[5]):
+            model = g[1].decode().strip().replace(" ", "_")
+            for k, v in _GAN_TERM.findall(g[2]):
+                key = f"{model}_{k.decode()}"
+                out.add(step, key if "loss" in key.lower() else f"loss_{key}", float(v), line)
+        steps.append((ls, step))
+        used.add(ls)
+        st.last_step = step
+
+
 # -- bracketed keys: "[epoch]: 199, [batch]: 23900, [loss]: 4.99" ---------------------------------------------------
 
 #: a logger printing each key in brackets (CoupletAI's ``[epoch]: 199, [batch]: 23900, [loss]: 4.994``)
@@ -882,6 +914,7 @@ LOOSE_PARSERS = (
     (parse_tacotron, (b"TrainlossGradNorm", b"Validationloss")),
     (parse_tf_translate, (b"globalsteplearningratesteptimeperplexity",)),
     (parse_bracket_pairs, (b"oss",)),
+    (parse_gan_groups, (b"EpochBatch",)),
     (parse_loss_at_counter, (b"ossat", b"OSSat", b"ostat", b"ossafter", b"OSSafter")),
     (parse_pair_records, _RECORD_LITERALS),
     (parse_loose_loss, (b"oss", b"OSS", *_COST_WORDS)),
