@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from autopsy.model import Event, Evidence, Finding, Run
@@ -82,6 +83,7 @@ def _sentence(text: str) -> str:
     text = text.rstrip()
     return text if not text or text[-1] in ".!?:;)]}'\"" else text + "."
 
+
 def _frame_text(frame: object) -> str:
     """A traceback frame as a reader would quote it: ``main/train.py:30 in main``."""
     if not isinstance(frame, dict):
@@ -130,11 +132,10 @@ def _epoch_iterator_empty(run: Run, ev: Event) -> Finding:
                  "run ends as if finished. An IterableDataset (a streaming dataset) holds fewer samples than max_steps "
                  "needs" + ("; here the run resumed from a checkpoint, and skipping the batches already seen runs a "
                             "stream dry before training starts again (transformers#26413)" if resumed else "") + "."),
-        first_step=step, evidence=[Evidence(ev.source, f"line {ev.line}" if ev.line is not None else "log",
-                                            f"\"{ev.message.strip()[:200]}\"", step),
-                                   *(Evidence(r.source, f"line {r.line}" if r.line is not None else "log",
-                                              f"resumed: \"{r.message.strip()[:120]}\"", r.data.get("global_step"))
-                                     for r in run.events_of("resumed")[:1])],
+        # the steps the messages name, not the ones the log's position gave the events
+        first_step=step, evidence=[replace(event_evidence(ev, f"\"{ev.message.strip()[:200]}\""), step=step),
+                                   *(replace(event_evidence(r, f"resumed: \"{r.message.strip()[:120]}\""),
+                                             step=r.data.get("global_step")) for r in run.events_of("resumed")[:1])],
         remedies=["Set max_steps to what the data holds, or make the iterable dataset repeat (e.g. itertools.cycle, "
                   "datasets' IterableDataset repeated per epoch).",
                   "Resuming with a streaming dataset: pass ignore_data_skip=True (the data order then differs from an "

@@ -323,9 +323,8 @@ def _logged_scales(run: Run) -> np.ndarray:
     ``train_loss_scale`` together (clang8#3: 0.5 on a progress line at update 1976 and 0.5 on the epoch-7 summary at
     2000 are two logs of one settled scale)."""
     parts = [points(run, m).finite_only() for m in ("loss_scale", "train_loss_scale")]
-    steps = np.concatenate([p.steps for p in parts]) if any(len(p) for p in parts) else np.zeros(0)
-    values = np.concatenate([p.values for p in parts]) if any(len(p) for p in parts) else np.zeros(0)
-    return values[np.argsort(steps, kind="stable")] if values.size else values
+    steps = np.concatenate([p.steps for p in parts])
+    return np.concatenate([p.values for p in parts])[np.argsort(steps, kind="stable")]
 
 
 def _settled_below_one(values: np.ndarray) -> bool:

@@ -316,8 +316,8 @@ def _exploded(run: Run, loss) -> Finding | None:
     huge = np.flatnonzero(np.abs(gn.values) >= EXPLODED_GRAD) if len(gn) else np.zeros(0, dtype=int)
     # one huge norm beside an ordinary loss may be a scaled norm; beside a loss of ORDINARY_TERM or more at the same step
     # it is not (Cross-Lingual-Voice-Cloning#3, fp32: "Train loss 0 17732198.000000 Grad Norm 2364579774464.000000")
-    big_loss = bool(huge.size) and any(abs(p.value) >= ORDINARY_TERM for p in loss
-                                       if p.step in {gn[int(i)].step for i in huge})
+    huge_steps = {int(s) for s in gn.steps[huge]}
+    big_loss = any(abs(p.value) >= ORDINARY_TERM for p in loss if p.step in huge_steps)
     if huge.size and (ev or huge.size >= 2 or big_loss):
         p = gn[int(np.argmax(np.abs(gn.values)))]
         ev.append(p.evidence(f"grad_norm {fmt(p.value)} at step {p.step}: no converging run has gradients this large"))

@@ -87,6 +87,12 @@ def _chance_from_start(loss) -> int | None:
     v = loss.values
     if len(v) < MIN_CHANCE_START_LOGS or not starts_at_start(loss) or v[0] <= 0:
         return None
+    return _chance_band(v)
+
+
+def _chance_band(v: np.ndarray) -> int | None:
+    """The K of a band around ln(K): every value within ``CHANCE_START_REL`` of ln(K) (K from the median), and no
+    descent (the later half no lower than the earlier one, to half the tolerance)."""
     k = _chance_classes(float(np.median(v)), CHANCE_START_REL * float(np.median(v)))
     if k is None or not np.all(np.abs(v - math.log(k)) <= CHANCE_START_REL * math.log(k)):
         return None
@@ -120,12 +126,8 @@ def _chance_with_accuracy(run: Run, loss: Series) -> int | None:
     v = loss.values
     if len(v) < MIN_STUCK_LOGS or v[0] <= 0:
         return None
-    med = float(np.median(v))
-    k = _chance_classes(med, CHANCE_START_REL * med)
-    if k is None or not np.all(np.abs(v - math.log(k)) <= CHANCE_START_REL * math.log(k)):
-        return None
-    half = len(v) // 2
-    if float(np.mean(v[half:])) < float(np.mean(v[:half])) - CHANCE_START_REL * math.log(k) / 2:
+    k = _chance_band(v)
+    if k is None:
         return None
     acc = _accuracy_in(run, loss)
     if acc is None or float(np.max(acc)) > ACC_CHANCE_FACTOR / k + ACC_CHANCE_SLACK:
@@ -183,13 +185,17 @@ def _zero_beside_accuracy(run: Run, loss: Series) -> Iterable[Finding]:
     )
 
 
-def _accuracy_evidence(run: Run, lo: int | None, hi: int | None) -> list:
+def _top_accuracy(run: Run, lo: int | None, hi: int | None):  # noqa: ANN202 - a Point or None
+    """The highest training accuracy logged from step ``lo`` to step ``hi``."""
     acc = points(run, "accuracy").finite_only()
     inside = acc[int(np.searchsorted(acc.steps, lo)):int(np.searchsorted(acc.steps, hi, "right"))]
-    if not len(inside):
-        return []
-    top = inside[int(np.argmax(inside.values))]
-    return [top.evidence(f"training accuracy {fmt(top.value)} at step {top.step}, the highest over these logs")]
+    return inside[int(np.argmax(inside.values))] if len(inside) else None
+
+
+def _accuracy_evidence(run: Run, lo: int | None, hi: int | None) -> list:
+    top = _top_accuracy(run, lo, hi)
+    return [] if top is None else [top.evidence(f"training accuracy {fmt(top.value)} at step {top.step}, the highest "
+                                                "over these logs")]
 
 
 def detect(run: Run) -> Iterable[Finding]:
@@ -204,9 +210,7 @@ def detect(run: Run) -> Iterable[Finding]:
     if len(loss) < MIN_STUCK_LOGS and early is None:
         return
     values = loss.values
-    last = float(values[-1])
-    if last == 0.0:
-        return  # an exact zero is LBL001's (no supervised token), or _zero_beside_accuracy's
+    last = float(values[-1])  # not 0.0: a last zero is LBL001's or _zero_beside_accuracy's (above)
     tol = max(FLAT_REL * abs(last), 1e-9)
     if early is not None:
         start, tol = 0, CHANCE_START_REL * math.log(early)
@@ -256,10 +260,8 @@ def detect(run: Run) -> Iterable[Finding]:
                                   + (" in every log read" if with_acc else " from the start") if early is not None else
                                   f"{fmt(tol)} of each other") + f" (spread {fmt(spread)})"),
                 end.evidence(f"loss {fmt(end.value)} at step {end.step}: still there at the last log")]
-    if with_acc and k is not None:
-        acc = points(run, "accuracy").finite_only()
-        inside = acc[int(np.searchsorted(acc.steps, first.step)):int(np.searchsorted(acc.steps, end.step, "right"))]
-        top = inside[int(np.argmax(inside.values))]
+    top = _top_accuracy(run, first.step, end.step) if with_acc and k is not None else None
+    if top is not None:
         evidence.append(top.evidence(f"training accuracy at most {fmt(top.value)} (step {top.step}) over these logs: "
                                      f"chance level for {k} classes is {fmt(1 / k)}"))
         notes.append(f"the training accuracy stays at chance beside it (at most {fmt(top.value)})")

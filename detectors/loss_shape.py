@@ -26,6 +26,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+import numpy as np
+
 from autopsy.model import Finding, Run
 from detectors._common import event_evidence, fmt, points
 
@@ -41,14 +43,10 @@ def _numel(dims: list[int]) -> int:
 
 def _broadcast(a: list[int], b: list[int]) -> list[int] | None:
     """The shape ``a`` and ``b`` broadcast to, or None when they do not (the loss would have raised)."""
-    out = []
-    for i in range(1, max(len(a), len(b)) + 1):
-        x = a[-i] if i <= len(a) else 1
-        y = b[-i] if i <= len(b) else 1
-        if x != y and 1 not in (x, y):
-            return None
-        out.append(y if x == 1 else x)
-    return out[::-1]
+    try:
+        return list(np.broadcast_shapes(tuple(a), tuple(b)))
+    except ValueError:
+        return None
 
 
 def _size(dims: list[int]) -> str:

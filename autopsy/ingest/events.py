@@ -70,11 +70,6 @@ def _missing(keys: str) -> dict[str, Any]:
     return {"keys": keys.count("'") // 2, "adapter_keys": len(lora), "first_adapter_key": lora[0] if lora else None}
 
 
-def _dims(text: str) -> list[int]:
-    """``64, 1`` (inside ``torch.Size([...])``) as [64, 1]; ``torch.Size([])`` as []."""
-    return [int(x) for x in text.replace(" ", "").split(",") if x]
-
-
 def _lengths(inputs: str, labels: str) -> dict[str, Any]:
     a, b = _shape(inputs), _shape(labels)
     return {"inputs": a, "labels": b} if a and len(a) == len(b) else {}
@@ -221,7 +216,7 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     # raises): "Using a target size (torch.Size([64])) that is different to the input size (torch.Size([64, 1]))"
     ("loss_shape_mismatch", re.compile(r"Using a target size \(torch\.Size\(\[([\d, ]*)\]\)\) that is different to the "
                                        r"input size \(torch\.Size\(\[([\d, ]*)\]\)\)"),
-     lambda m: {"target": _dims(m[1]), "input": _dims(m[2])}),
+     lambda m: {"target": _shape(m[1]), "input": _shape(m[2])}),
     # a darknet YOLO layer's statistics of one iteration (pjreddie "Region 82 Avg IOU: -nan, Class: -nan, Obj: -nan, No
     # Obj: 0.504497, .5R: -nan, .75R: -nan,  count: 0"; AlexeyAB "v3 (mse loss, ...) Region 82 Avg (IOU: -nan, GIOU: -nan),
     # ..., count: 0"): count is the ground-truth objects the layer matched in the batch; its averages are 0/0 = -nan

@@ -243,14 +243,13 @@ def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector
 #: an epoch header on a line of its own (the PyTorch transfer-learning tutorial's ``print(f'Epoch {epoch}/{num_epochs -
 #: 1}')`` then a ``-`` rule, Keras' ``Epoch 3/12``)
 _EPOCH_HEADER = re.compile(rb"[ \t]*(?:[Ee]poch|EPOCH)[ \t]*:?[ \t]*(\d+)[ \t]*/[ \t]*\d+[ \t]*\r?\Z")
-_RULE = re.compile(rb"[ \t]*[-=*_]{3,}[ \t]*\r?\Z")
 #: lines between a loss line and its epoch header (the header, a rule, the train line before a val line)
 HEADER_REACH = 3
 
 
 def _header_epoch(text: bytes, ls: int) -> int | None:
-    """The epoch of the ``Epoch N/M`` header line at most ``HEADER_REACH`` lines above the line at ``ls`` (rules and
-    blank lines skipped; no other header in between)."""
+    """The epoch of the nearest ``Epoch N/M`` header line at most ``HEADER_REACH`` lines above the line at ``ls`` (the
+    lines between, a rule, a blank or the train line above a val line, count toward that reach)."""
     end = ls - 1
     for _ in range(HEADER_REACH):
         if end < 0:
@@ -770,10 +769,7 @@ def parse_bracket_pairs(text: bytes, first_line: int, st: StepState, out: Collec
     """A line of three or more ``[key]: number`` pairs naming a loss is a record, even alone (prose does not bracket its
     keys); its step is its ``[step]``/``[iter]``/``[batch]`` pair, else the next after the last step seen."""
     lines = Lines(text, first_line)
-    for c in _BRACKET_LOSS.finditer(text):
-        ls, le = line_start(text, c.start()), line_end(text, c.end())
-        if le - ls > MAX_LOOSE_LINE or used.covers(ls, le):
-            continue
+    for ls, le in _candidate_lines(text, _BRACKET_LOSS.finditer(text), used):
         pairs = [(k.decode().strip().lower().replace(" ", "_"), float(v)) for k, v in _BRACKET_PAIR.findall(text, ls, le)]
         if len(pairs) < MIN_RECORD_PAIRS or not any(k.endswith("loss") for k, _ in pairs):
             continue
@@ -781,7 +777,7 @@ def parse_bracket_pairs(text: bytes, first_line: int, st: StepState, out: Collec
         step = given if given is not None else (st.last_step + 1 if st.last_step is not None else 0)
         for k, v in pairs:
             if k not in _BRACKET_STEPS and k != "epoch":
-                out.add(step, k, v, lines.at(c.start()))
+                out.add(step, k, v, lines.at(ls))
         steps.append((ls, step))
         used.add(ls)
         st.last_step = step
