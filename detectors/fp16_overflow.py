@@ -167,9 +167,9 @@ def _vae_latents(run: Run) -> Finding | None:
 
 
 def _remedies(run: Run, resume: str | None) -> list[str]:
+    master = knob(run, "master")
     out = [f"Switch to bf16 (Ampere or newer: {knob(run, 'bf16')}) or fp32; on V100/T4 use fp32.",
-           ("Do not load weights as torch_dtype=float16/half for training: use torch_dtype=auto with AMP so the "
-           "master weights and optimizer state stay fp32."),
+           *([master] if master else []),
            sentence(f"Lower the learning rate and {knob(run, 'warmup')}; {knob(run, 'clip')}")]
     if resume:
         out.append(resume[0].upper() + resume[1:] + ".")
@@ -279,8 +279,8 @@ def _collapse(run: Run) -> Finding | None:
                           "Watch for further overflow messages and a loss that stops improving.",
             first_step=step, evidence=evidence, remedies=remedies[:2], basis="inferred", symptom="loss_scale_collapse",
         )
-    remedies.insert(1, "Lowering min_loss_scale (DeepSpeed fp16 block) only postpones the abort: the gradients overflow "
-                       "fp16 at any scale, so the precision or the learning rate must change.")
+    remedies.insert(1, knob(run, "scale_floor") + ": the gradients overflow fp16 at any scale, so the precision or "
+                       "the learning rate must change.")
     return Finding(
         code=CODE, name=SLUG, root_cause="loss_scale_collapse", severity="critical" if mins else "error",
         confidence=0.95 if mins else 0.85,

@@ -13,7 +13,11 @@ fairseq ``--clip-norm`` / ``--update-freq`` / ``--warmup-updates`` / ``--bf16``;
 ``--lr-warmup-iters``; DeepSpeed ``gradient_clipping`` / ``train_micro_batch_size_per_gpu`` / ``WarmupLR``;
 ultralytics ``batch``, ``warmup_epochs``, ``amp`` (its trainer clips at max_norm 10 itself); Keras ``clipnorm``
 and ``CosineDecay(warmup_steps=...)``; ESPnet/WeNet ``grad_clip``, ``accum_grad``; optax
-``clip_by_global_norm``; Caffe's solver ``clip_gradients`` and ``iter_size``; darknet's ``burn_in``.
+``clip_by_global_norm``; Caffe's solver ``clip_gradients`` and ``iter_size``; darknet's ``burn_in``; PaddlePaddle
+``grad_clip=paddle.nn.ClipGradByGlobalNorm``, ``paddle.optimizer.lr.LinearWarmup``, ``paddle.amp.auto_cast(level=,
+dtype=)``, PaddleOCR's ``Optimizer.clip_norm`` / ``Optimizer.lr.warmup_epoch`` / ``Global.use_amp``, ``amp_level``,
+``amp_dtype``, ``scale_loss`` (tools/program.py, ppocr/optimizer), PaddleDetection's ``OptimizerBuilder.clip_grad_by_norm``
+and ``!LinearWarmup``; fairseq's ``--memory-efficient-fp16`` (no fp32 master copy) and ``--min-loss-scale``.
 """
 
 from __future__ import annotations
@@ -40,9 +44,14 @@ _FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("darknet", ("darknet",)),
     ("deepspeed", ("deepspeed", "deepspeed_config", "deepspeed_info", "deepspeed_model", "deepspeed_optim")),
 )
+#: PaddlePaddle runs (PaddleOCR, PaddleDetection, PaddleNLP): PaddleNLP's trainer prints the HF banner and takes
+#: TrainingArguments' names, but its knobs are Paddle's, so this family is looked at before "hf"
+PADDLE = "paddle"
 
 _KNOBS: dict[str, dict[str, str]] = {
     "clip": {
+        "paddle": ("clip gradients (grad_clip=paddle.nn.ClipGradByGlobalNorm(clip_norm=1.0) on the optimizer; PaddleOCR "
+                   "Optimizer.clip_norm, PaddleDetection OptimizerBuilder.clip_grad_by_norm, PaddleNLP --max_grad_norm)"),
         "hf": "clip gradients (max_grad_norm=1.0)",
         "lightning": "clip gradients (Trainer(gradient_clip_val=1.0))",
         "mmengine": ("clip gradients (optim_wrapper=dict(clip_grad=dict(max_norm=35, norm_type=2)); mmcv 1.x: "
@@ -61,6 +70,8 @@ _KNOBS: dict[str, dict[str, str]] = {
              "max_grad_norm=1.0 in HF TrainingArguments)"),
     },
     "warmup": {
+        "paddle": ("add warmup (paddle.optimizer.lr.LinearWarmup around the schedule; PaddleOCR Optimizer.lr.warmup_epoch, "
+                   "PaddleDetection a !LinearWarmup entry in LearningRate.schedulers, PaddleNLP --warmup_steps)"),
         "hf": "add warmup (warmup_ratio 0.03-0.1, or warmup_steps)",
         "lightning": "add warmup (a LinearLR warmup chained before the decay in configure_optimizers)",
         "mmengine": ("add warmup (a LinearLR entry at the head of param_scheduler; mmcv 1.x: lr_config warmup='linear', "
@@ -78,6 +89,9 @@ _KNOBS: dict[str, dict[str, str]] = {
         "": "add a linear warmup (a few hundred steps, 3-10% of the run; warmup_ratio in HF TrainingArguments)",
     },
     "batch": {
+        "paddle": ("lower the per-card batch size (PaddleOCR Train.loader.batch_size_per_card, PaddleDetection "
+                   "TrainReader.batch_size; PaddleNLP --per_device_train_batch_size with more --gradient_accumulation_steps "
+                   "to keep the effective batch)"),
         "hf": "lower per_device_train_batch_size and raise gradient_accumulation_steps to keep the effective batch",
         "lightning": "lower the DataLoader batch_size and set Trainer(accumulate_grad_batches=N) to keep the effective batch",
         "mmengine": ("lower train_dataloader's batch_size (mmcv 1.x: data.samples_per_gpu) and set "
@@ -98,6 +112,8 @@ _KNOBS: dict[str, dict[str, str]] = {
              "(per_device_train_batch_size / gradient_accumulation_steps in HF TrainingArguments)"),
     },
     "memory": {
+        "paddle": ("Lower the input size (image shape, maximum sequence length), train with AMP (PaddleOCR Global.use_amp; "
+                   "PaddleNLP --fp16/--bf16) and recompute activations (PaddleNLP --recompute)."),
         "hf": "Enable gradient checkpointing, shorten max_length/cutoff_len, use bf16, or ZeRO-2/3 with offload.",
         "lightning": ("Shorten the longest inputs, train in Trainer(precision=\"bf16-mixed\") (or \"16-mixed\"), or shard "
                       "with strategy=\"fsdp\" / \"deepspeed_stage_2\"."),
@@ -123,6 +139,8 @@ _KNOBS: dict[str, dict[str, str]] = {
              "use mixed precision (bf16/fp16), or shard the model (ZeRO/FSDP)."),
     },
     "bf16": {
+        "paddle": ("paddle.amp.auto_cast(dtype=\"bfloat16\") (PaddleOCR Global.amp_dtype: bfloat16, "
+                   "PaddleNLP --bf16)"),
         "hf": "bf16=True with torch_dtype=torch.bfloat16",
         "lightning": "Trainer(precision=\"bf16-mixed\")",
         "mmengine": "optim_wrapper=dict(type='AmpOptimWrapper', dtype='bfloat16')",
@@ -138,12 +156,40 @@ _KNOBS: dict[str, dict[str, str]] = {
         "deepspeed": "\"bf16\": {\"enabled\": true} instead of the \"fp16\" section",
         "": "torch.autocast(\"cuda\", dtype=torch.bfloat16), or bf16=True in HF TrainingArguments",
     },
+    # fp16 weights: keep a float32 master copy (PREC001); "" = no such remedy in that framework
+    "master": {
+        "hf": ("Do not load weights as torch_dtype=float16/half for training: use torch_dtype=auto with AMP (fp16=True) "
+               "so the master weights and optimizer state stay fp32."),
+        "fairseq": ("Train with --fp16 (an fp32 master copy of the weights), not --memory-efficient-fp16, which keeps the "
+                    "weights and optimizer state in fp16."),
+        "keras": ("Do not set the float type to float16 (keras.backend.set_floatx(\"float16\")): the mixed_float16 policy "
+                  "keeps the variables in float32 and scales the loss."),
+        "jax": "Keep the parameters in float32 and compute in half precision (param dtype float32, compute dtype bfloat16).",
+        "paddle": ("Keep the weights in fp32: AMP level O1 (PaddleOCR Global.amp_level: O1; paddle.amp.auto_cast(level="
+                   "\"O1\")) casts per operation, where O2 casts the model itself to fp16."),
+        "caffe": "",
+        "darknet": "",
+        "": ("Keep the master weights in fp32: do not .half() the model (or load it as torch_dtype=float16) for training; "
+             "AMP (torch.autocast with a GradScaler) casts per operation and keeps the weights and optimizer state fp32."),
+    },
+    # a collapsing dynamic loss scale: moving the scaler's floor only postpones the abort (PREC001)
+    "scale_floor": {
+        "hf": "Lowering min_loss_scale (DeepSpeed fp16 block) only postpones the abort",
+        "deepspeed": "Lowering min_loss_scale (DeepSpeed fp16 block) only postpones the abort",
+        "fairseq": "Lowering --min-loss-scale only postpones the abort",
+        "megatron": "Lowering --min-loss-scale only postpones the abort",
+        "paddle": ("Another initial loss scale (PaddleOCR Global.scale_loss, paddle.amp.GradScaler(init_loss_scaling=...)) "
+                   "only postpones the collapse"),
+        "": "Lowering the loss scaler's minimum (min_loss_scale in DeepSpeed's fp16 block) only postpones the abort",
+    },
 }
 
 
 def family(run: Any) -> str:
     """``hf``, one of ``_FAMILIES``' names, or ``""`` (not known)."""
     fws = set(getattr(run, "frameworks", None) or ())
+    if PADDLE in fws:
+        return PADDLE
     if fws & HF_FRAMEWORKS:
         return "hf"
     config = getattr(run, "config", None)
@@ -157,7 +203,8 @@ def family(run: Any) -> str:
 
 
 def knob(run: Any, what: str) -> str:
-    """The phrase for ``what`` (``clip``, ``warmup``, ``batch``, ``memory``, ``bf16``) in the run's framework."""
+    """The phrase for ``what`` (``clip``, ``warmup``, ``batch``, ``memory``, ``bf16``, ``master``, ``scale_floor``) in
+    the run's framework ("" where the framework has no such knob: the caller leaves the remedy out)."""
     table = _KNOBS[what]
     return table.get(family(run), table[""])
 

@@ -400,6 +400,16 @@ def test_paddle_amp_scaler_messages_are_overflows(tmp_path: Path):
     assert "3.55e-15" in f.title
 
 
+def test_a_paddleocr_run_is_told_paddles_settings(tmp_path: Path):
+    a = _run(tmp_path, PADDLEOCR_6848)  # "ppocr INFO" on every line: a PaddlePaddle run
+    assert "paddle" in a.run.frameworks
+    (f,) = [f for f in a.diagnosis.findings if f.code == "PREC001"]
+    text = " ".join(f.remedies)
+    # Paddle's own knobs, checked in PaddleOCR's tools/program.py and ppocr/optimizer (Global.amp_level, Optimizer.clip_norm)
+    assert "Global.amp_level: O1" in text and "Optimizer.clip_norm" in text and "Global.scale_loss" in text
+    assert "torch" not in text and "DeepSpeed" not in text  # was torch.autocast, torch_dtype and DeepSpeed's min_loss_scale
+
+
 # https://github.com/tensorflow/tensorflow/issues/550 (as pasted): the seq2seq translate tutorial's report; perplexity is
 # its loss, and 7.5 at step 46,300 is normal (the maintainers)
 TF_550 = """global step 46300 learning rate 0.2499 step-time 0.89 perplexity 7.50

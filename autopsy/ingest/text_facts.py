@@ -305,6 +305,11 @@ BANNERS: dict[str, str] = {
     "site-packages/transformers/": "hf_trainer", "site-packages/trl/": "trl", "minimind": "minimind",
     # ultralytics' start line: "Ultralytics YOLOv8.0.20 🚀 Python-3.10.9 torch-1.13.1" / "Ultralytics 8.3.2 🚀 ..."
     "Ultralytics YOLO": "ultralytics", "Ultralytics 8.": "ultralytics",
+    # PaddlePaddle: PaddleOCR's logger ("[2022/07/11 09:16:39] ppocr INFO: train with paddle 2.3.1 and device ..."),
+    # PaddleDetection's ("ppdet.engine INFO: Epoch: [0] ..."), PaddleNLP, the framework's own C++ frames and messages
+    "ppocr INFO": "paddle", "ppocr WARNING": "paddle", "ppocr ERROR": "paddle", "ppdet.": "paddle",
+    "paddlenlp": "paddle", "PaddleNLP": "paddle", "PaddlePaddle": "paddle", "paddle/fluid/": "paddle",
+    "paddle\\fluid\\": "paddle", "paddle.fluid": "paddle", "site-packages/paddle/": "paddle", "train with paddle ": "paddle",
 }
 
 

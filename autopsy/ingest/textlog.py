@@ -220,7 +220,8 @@ class _TextLogReader:
                          ("/lightning/", "lightning"), ("/pytorch_lightning/", "lightning"), ("/mmengine/", "mmengine"),
                          ("/mmcv/", "mmengine"), ("/mmdet/", "mmengine"), ("/ultralytics/", "ultralytics"),
                          ("/detectron2/", "detectron2"), ("/keras/", "keras"), ("/espnet2/", "espnet"), ("/espnet/", "espnet"),
-                         ("/wenet/", "wenet")):
+                         ("/wenet/", "wenet"), ("/paddle/", "paddle"), ("/ppocr/", "paddle"), ("/ppdet/", "paddle"),
+                         ("/paddlenlp/", "paddle")):
             if part in path:
                 self.frameworks.add(fw)
 
