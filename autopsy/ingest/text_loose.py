@@ -856,22 +856,31 @@ def parse_tacotron(text: bytes, first_line: int, st: StepState, out: Collector,
 # -- one-pair detail lines under a counter line ------------------------------------------------------------
 
 #: a line holding one ``key: number`` pair, maybe behind a bullet (tf-faster-rcnn's `` >>> rpn_loss_cls: 0.648``,
-#: ``  - loss: 0.5``, ``    acc = 0.91``)
-_DETAIL = rb"[ \t]*(?:>{1,3}[ \t]*|[-*][ \t]+)?([A-Za-z][\w/.@-]{0,60})[ \t]*[:=][ \t]*(" + NUM + rb")[ \t]*\r?(?=\n|\Z)"
+#: ``  - loss: 0.5``, ``    acc = 0.91``), or a namespaced key and its number with only blanks between them (a metrics
+#: dict printed ``print(k, v)`` per item: ``train/loss 5.5021``, ``eval/accuracy 0.91``; the ``/`` keeps prose and
+#: headers such as ``Epoch 5`` out)
+_DETAIL = (rb"[ \t]*(?:>{1,3}[ \t]*|[-*][ \t]+)?(?:([A-Za-z][\w/.@-]{0,60})[ \t]*[:=][ \t]*|([A-Za-z]\w{0,20}/[\w/.@-]{1,60})[ \t]+)("
+           + NUM + rb")[ \t]*\r?(?=\n|\Z)")
 _DETAIL_LINE = re.compile(_DETAIL)
 #: two such lines in a row: the gate (one scan that starts at a line break)
 _DETAIL_PAIR = re.compile(rb"\n" + _DETAIL + rb"\n" + _DETAIL)
 MAX_DETAIL_LINES = 40
+#: a line that opens with its step counter (``step 50 token 250m``, ``Step: 300``, ``iteration 20``)
+_LEADING_STEP = re.compile(rb"[ \t]*(?:[Gg]lobal[ _])?(?:[Ss]tep|STEP|[Ii]ter(?:ation)?|ITER)[ \t]*[:=#]?[ \t]*(\d+)\b")
 
 
 def parse_detail_blocks(text: bytes, first_line: int, st: StepState, out: Collector,
                         steps: StepMarks, used: Used) -> None:
     """A block of one-pair lines, one naming a loss, right under a line another parser gave a step (``iter: 20 / 70000,
-    total loss: nan`` then `` >>> rpn_loss_cls: 0.648`` ...): the terms at that step. tf-faster-rcnn's
+    total loss: nan`` then `` >>> rpn_loss_cls: 0.648`` ...), or under a line that is its own step counter (``step 50
+    token 250m`` then ``train/loss 2.2328``, ``train/grad_norm 12.5982``): the terms at that step. tf-faster-rcnn's
     ``train_val.py`` prints its loss terms this way; a block under no step line is left alone (no step to give it)."""
-    if not steps or _DETAIL_PAIR.search(text) is None:
+    if _DETAIL_PAIR.search(text) is None:
         return
-    mark_pos, mark_step = steps.arrays()
+    if steps:
+        mark_pos, mark_step = steps.arrays()
+    else:
+        mark_pos = mark_step = np.zeros(0, dtype=np.int64)
     lines = Lines(text, first_line)
     pos = 0
     while True:
@@ -885,16 +894,20 @@ def parse_detail_blocks(text: bytes, first_line: int, st: StepState, out: Collec
             d = _DETAIL_LINE.match(text, ls)
             if d is None or used.covers(ls, d.end()):
                 break
-            block.append((ls, d[1].decode(), float(d[2])))
+            block.append((ls, (d[1] or d[2]).decode(), float(d[3])))
             ls = d.end() + 1
         pos = max(ls, m.end())
         if len(block) < 2 or not any(is_loss_like(k) for _, k, _ in block):
             continue
         head = line_start(text, start - 1) if start > 0 else 0
         i = int(np.searchsorted(mark_pos, start)) - 1
-        if i < 0 or mark_pos[i] < head:
-            continue  # the line above holds no step
-        step = int(mark_step[i])
+        if i >= 0 and mark_pos[i] >= head:
+            step = int(mark_step[i])
+        else:  # no parser gave the line above a step: its own leading counter (``step 50 token 250m``), if any
+            above = _LEADING_STEP.match(text, head, max(head, start - 1))
+            if above is None:
+                continue  # the line above holds no step
+            step = int(above[1])
         for at, key, value in block:
             out.add(step, key, value, lines.at(at))
             used.add(at)
