@@ -7,8 +7,8 @@ from pathlib import Path
 
 from tests.test_unseen_logs import _run, _series, _verdict
 
-# https://github.com/FranxYao/Long-Context-Data-Engineering/issues/13 (the author's reference run, as pasted; the bucket
-# lines after loss@16 cut here): a metrics dict printed one "key value" per line under a "step N" line
+# https://github.com/FranxYao/Long-Context-Data-Engineering/issues/13 (the author's reference run, as pasted; the per-length
+# bucket lines after loss@4 and loss@2 cut here): a metrics dict printed one "key value" per line under a "step N" line
 # every non-empty line of the paste ends with a blank, put back below
 LONGCONTEXT_13 = "".join(line + (" \n" if line else "\n") for line in """step 1 token 5m
 train/loss 5.5021
