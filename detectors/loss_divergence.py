@@ -129,7 +129,7 @@ def _guard_stop(run: Run) -> Finding | None:
 
 def _from_series(run: Run) -> Iterable[Finding]:
     loss = latest_attempt(points(run, "loss")).finite_only()
-    floor = _softmax_floor(loss)
+    floor = _softmax_floor(loss) or _softmax_floor(latest_attempt(points(run, "eval_loss")).finite_only(), "eval_loss")
     if floor is not None:
         yield floor
         return
@@ -184,28 +184,32 @@ def _from_series(run: Run) -> Iterable[Finding]:
 #: Caffe's SoftmaxWithLoss clamps each probability at FLT_MIN: -ln(1.17549435e-38) = 87.3365 is the largest loss a
 #: sample can give, so a batch loss of exactly that is every sample at the clamp (the logits blew up, NaN included)
 SOFTMAX_FLOOR = -math.log(1.17549435e-38)
-#: logs pinned there (the last ones of the run)
-MIN_FLOOR_LOGS = 2
+#: logs pinned there (the last ones of the run); a test pass is already the mean over its test_iter batches, so one
+#: test loss at the ceiling is every test sample saturated
+MIN_FLOOR_LOGS = {"loss": 2, "eval_loss": 1}
 
 
-def _softmax_floor(loss) -> Finding | None:
-    """The loss pinned at Caffe's softmax floor 87.3365 for its last logs: the network's outputs diverged."""
+def _softmax_floor(loss, name: str = "loss") -> Finding | None:
+    """The loss (else the test loss) pinned at Caffe's softmax floor 87.3365 for its last logs: the outputs diverged."""
     v = loss.values
     at = np.abs(v - SOFTMAX_FLOOR) < 5e-4
-    if len(v) < MIN_FLOOR_LOGS or not bool(at[-MIN_FLOOR_LOGS:].all()):
+    need = MIN_FLOOR_LOGS[name]
+    if len(v) < need or not bool(at[-need:].all()):
         return None
     first = int(np.flatnonzero(~at)[-1]) + 1 if (~at).any() else 0
     p, last = loss[first], loss[-1]
     before = loss[first - 1] if first > 0 else None
-    ev = [p.evidence(f"loss {fmt(p.value)} at step {p.step} = -ln(FLT_MIN), Caffe's softmax-loss ceiling: every sample's "
-                     "true-class probability clamped at FLT_MIN"),
-          last.evidence(f"still {fmt(last.value)} at step {last.step} ({len(v) - first} logs)")]
+    what = "loss" if name == "loss" else "test loss"
+    ev = [p.evidence(f"{what} {fmt(p.value)} at step {p.step} = -ln(FLT_MIN), Caffe's softmax-loss ceiling: every "
+                     "sample's true-class probability clamped at FLT_MIN")]
+    if len(v) - 1 > first:
+        ev.append(last.evidence(f"still {fmt(last.value)} at step {last.step} ({len(v) - first} logs)"))
     if before is not None:
-        ev.insert(0, before.evidence(f"loss {fmt(before.value)} at step {before.step}, before it pinned"))
+        ev.insert(0, before.evidence(f"{what} {fmt(before.value)} at step {before.step}, before it pinned"))
     return Finding(
         code=CODE, name=SLUG, root_cause="lr_too_high", severity="error", confidence=0.5,
-        title=f"Loss pinned at 87.3365 from step {p.step}: the softmax saturated (the outputs diverged)",
-        message=(f"the loss is 87.3365 = -ln(FLT_MIN) at {len(v) - first} logs from step {p.step}: Caffe's SoftmaxWithLoss "
+        title=f"{what.capitalize()} pinned at 87.3365 from step {p.step}: the softmax saturated (the outputs diverged)",
+        message=(f"the {what} is 87.3365 = -ln(FLT_MIN) at {len(v) - first} log(s) from step {p.step}: Caffe's SoftmaxWithLoss "
                  "clamps each probability at FLT_MIN, so this is every sample predicted with probability ~0 for its "
                  "label, the logits blown up (or NaN). The usual cause is a learning rate too high for the net and "
                  "batch; unnormalised inputs and labels outside [0, num_output) give it too."),

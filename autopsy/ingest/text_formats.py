@@ -357,11 +357,18 @@ def parse_megatron(text: bytes, first_line: int, st: StepState, out: Collector,
 # -- Caffe ---------------------------------------------------------------------------------------
 
 _CAFFE = re.compile(rb"Iteration (\d+)(?: \([^)\n]{0,80}\))?, (loss|lr) = (" + NUM + rb")")
+#: solver.cpp's test pass: ``Iteration 18000, Testing net (#0)``, then one ``    Test net output #2: loss = 3.30735
+#: (* 1 = 3.30735 loss)`` per output blob (the mean over test_iter batches); in training, after ``Iteration N, loss =``,
+#: ``    Train net output #0: loss_bbox = 0.12 (* 1 = 0.12 loss)`` per output blob of that iteration
+_CAFFE_TESTING = re.compile(rb"Iteration (\d+)(?: \([^)\n]{0,80}\))?, Testing net \(#(\d+)\)")
+_CAFFE_OUTPUT = re.compile(rb"(Test|Train) net output #\d+: ([^\s=][^=\r\n]{0,80}?) = (" + NUM + rb")")
 
 
 def parse_caffe(text: bytes, first_line: int, st: StepState, out: Collector,
                 steps: StepMarks, used: Used) -> None:
-    """``loss`` is Caffe's smoothed loss (``average_loss`` iterations), printed every ``display``."""
+    """``loss`` is Caffe's smoothed loss (``average_loss`` iterations), printed every ``display``; the test nets'
+    outputs are ``eval_<blob>`` (``eval<k>_<blob>`` for test net #k > 0) at the iteration of their ``Testing net``
+    line, the train net's outputs other than ``loss`` (the smoothed one is kept) ``<blob>`` at the last iteration."""
     if not has(text, b"Iteration "):
         return
     lines = Lines(text, first_line)
@@ -369,6 +376,29 @@ def parse_caffe(text: bytes, first_line: int, st: StepState, out: Collector,
         step, key = int(m[1]), m[2].decode()
         out.add(step, key, float(m[3]), lines.at(m.start()))
         _mark(st, steps, used, m.start(), step, "caffe")
+    if not has(text, b" net output #"):
+        return
+    marks = sorted([(m.start(), m) for m in _CAFFE_TESTING.finditer(text)]
+                   + [(m.start(), m) for m in _CAFFE.finditer(text)] + [(m.start(), m) for m in _CAFFE_OUTPUT.finditer(text)],
+                   key=lambda t: t[0])
+    test_step = train_step = None
+    prefix = "eval_"
+    for pos, m in marks:
+        if m.re is _CAFFE_TESTING:
+            test_step, net = int(m[1]), int(m[2])
+            prefix = "eval_" if net == 0 else f"eval{net}_"
+            _mark(st, steps, used, pos, test_step, "caffe")
+        elif m.re is _CAFFE:
+            train_step = int(m[1])
+        else:
+            name = m[2].decode().strip()
+            if m[1] == b"Test" and test_step is not None:
+                out.add(test_step, prefix + name, float(m[3]), lines.at(pos))
+            elif m[1] == b"Train" and train_step is not None and name != "loss":
+                out.add(train_step, name, float(m[3]), lines.at(pos))
+            else:
+                continue
+            used.add(line_start(text, pos))
 
 
 # -- torchtune -----------------------------------------------------------------------------------
