@@ -161,6 +161,11 @@ def detect(run: Run) -> Iterable[Finding]:
     if covers is not None:
         yield _warmup_finding(run, lr, covers)
         return
+    if 2 <= len(lr) < MIN_LOGS and lr.finite.all():
+        few = _zero_at_few_logs(run, lr)
+        if few is not None:
+            yield few
+        return
     if len(lr) < MIN_LOGS or not lr.finite.all():
         return
     peak_cfg = num(run.config.get("learning_rate"))
@@ -216,6 +221,34 @@ def detect(run: Run) -> Iterable[Finding]:
         remedies=["Make the warmup a small share of the run (warmup_ratio 0.03-0.1, or warmup_steps << max_steps).",
                   "In a custom loop, call scheduler.step() after optimizer.step() and check the LR of the first steps."],
         basis="direct" if why is not None else "inferred", symptom="lr_near_zero",
+    )
+
+
+def _zero_at_few_logs(run: Run, lr) -> Finding | None:
+    """Fewer than MIN_LOGS logs, the learning rate exactly 0 at every one, at different steps, and the loss not falling:
+    no update was made at any logged step (vitpose#9: "LR 0.00000000" at the end of each of two whole epochs). Too
+    few logs to rule out a warmup that starts later, hence below the confidence of a failure: the run is not called
+    healthy, nor this cause certain; a warmup that has started logs a positive LR."""
+    if float(np.max(np.abs(lr.values))) != 0.0 or lr[0].step == lr[-1].step:
+        return None
+    loss = points(run, "loss").finite_only()
+    if len(loss) >= 2 and loss[-1].value < loss[0].value - FLAT_SHARE * abs(loss[0].value):
+        return None  # the loss falls: something trains (an LR logged before the scheduler's first step)
+    evidence = [lr[0].evidence(f"learning_rate {fmt(lr[0].value)} at step {lr[0].step}"),
+                lr[-1].evidence(f"learning_rate {fmt(lr[-1].value)} at step {lr[-1].step}: exactly 0 at all {len(lr)} logs")]
+    if len(loss) >= 2:
+        evidence.append(loss[-1].evidence(f"loss {fmt(loss[0].value)} -> {fmt(loss[-1].value)}: not falling"))
+    return Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.45,
+        title=f"The learning rate is 0 at all {len(lr)} logs (steps {lr[0].step}-{lr[-1].step}): no update was made",
+        message=(f"learning_rate is exactly 0 at every log (steps {lr[0].step}-{lr[-1].step}) and the loss is not falling: "
+                 "an optimizer step at LR 0 changes no weight. Only a few logs were read, so a warmup that starts later "
+                 "is not ruled out, but a schedule that has started logs a positive LR: a scheduler never stepped, a "
+                 "warmup or decay multiplied into the LR at every step, or an LR of 0 in the config are the usual causes."),
+        first_step=lr[0].step, evidence=evidence, basis="inferred", symptom="lr_near_zero",
+        remedies=["Print each parameter group's LR at the first steps; call scheduler.step() after optimizer.step(), and "
+                  "check that no factor (layer decay, warmup) is applied to the LR in place at every step.",
+                  "Make the warmup a small share of the run (warmup_ratio 0.03-0.1, or warmup_steps << max_steps)."],
     )
 
 

@@ -90,3 +90,43 @@ def test_caffe_train_net_outputs_are_the_loss_terms_at_their_iteration(tmp_path:
     assert _series(a, "loss_cls") == [0.151291, 0.225441] and _series(a, "rpn_loss_bbox") == [0.303964, 0.169628]
     assert a.run.arrays("loss_cls").steps.tolist() == [2080, 2120]
     assert _verdict(a)[0] == "healthy"
+
+
+# https://github.com/jaehyunnn/ViTPose_pytorch/issues/9 (as pasted): "|"-separated "Name value" cells after an epoch counter,
+# a tqdm bar after them; the layer decay was multiplied into the LR at every step, so the LR prints 0 after each epoch
+VITPOSE_9 = """🏋️> Epoch [000/210] | Loss 0.0029 | LR 0.00000000 | Step: 100%|██████████| 1827/1827 [03:38<00:00,  8.38it/s]
+2023-04-24 21:32:07,523 - utils - INFO - [Summary-train] Epoch [000/210] | Average Loss (train) 0.0047 --- 218.09494 sec. elapsed
+2023-04-24 21:32:40,968 - utils - INFO - [Summary-valid] Epoch [000/210] | Average Loss (valid) 0.0032 --- 32.84739 sec. elapsed
+🏋️> Epoch [001/210] | Loss 0.0037 | LR 0.00000000 | Step: 100%|██████████| 1827/1827 [03:08<00:00,  9.69it/s]
+2023-04-24 21:35:49,590 - utils - INFO - [Summary-train] Epoch [001/210] | Average Loss (train) 0.0034 --- 188.62070 sec. elapsed
+2023-04-24 21:36:15,265 - utils - INFO - [Summary-valid] Epoch [001/210] | Average Loss (valid) 0.0032 --- 25.22072 sec. elapsed
+"""
+
+
+def test_pipe_separated_name_value_cells_are_read_at_the_counter(tmp_path: Path):
+    a = _run(tmp_path, VITPOSE_9)
+    loss = a.run.arrays("loss")
+    assert loss.steps.tolist() == [0, 1] and loss.values.tolist() == [0.0029, 0.0037]  # was "nothing to judge"
+    assert _series(a, "learning_rate") == [0.0, 0.0]  # "Step: 100%" of the tqdm bar is no counter
+
+
+def test_pipe_cells_need_a_counter_and_two_values_one_a_loss(tmp_path: Path):
+    a = _run(tmp_path, "Epoch [000/210] | Loss 0.0029 | Step: 100%|####| 1827/1827\n"  # one value cell
+                       "| Loss 0.5 | LR 0.001 | Acc 0.9 |\n"  # no counter cell
+                       "Epoch [001/210] | Acc 0.91 | LR 0.001 | Step: 100%\n")  # no loss
+    assert a.run.arrays("loss") is None and a.run.arrays("learning_rate") is None
+
+
+def test_lr_exactly_zero_at_a_few_logs_with_a_flat_loss_is_not_healthy(tmp_path: Path):
+    a = _run(tmp_path, VITPOSE_9)
+    assert _verdict(a) == ("inconclusive", "unknown")
+    (f,) = [f for f in a.diagnosis.findings if f.code == "LRZ001"]
+    assert f.root_cause == "lr_schedule_stalled" and f.confidence < 0.5 and "0 at all 2 logs" in f.title
+
+
+def test_lr_zero_at_a_few_logs_is_left_alone_when_the_loss_falls_or_the_lr_rises(tmp_path: Path):
+    falling = VITPOSE_9.replace("Loss 0.0037", "Loss 0.0017")
+    rising = VITPOSE_9.replace("Epoch [001/210] | Loss 0.0037 | LR 0.00000000", "Epoch [001/210] | Loss 0.0037 | LR 0.00010000")
+    for log in (falling, rising):
+        a = _run(tmp_path, log)
+        assert not [f for f in a.diagnosis.findings if f.code == "LRZ001"]

@@ -913,6 +913,59 @@ def parse_detail_blocks(text: bytes, first_line: int, st: StepState, out: Collec
             used.add(at)
 
 
+# -- cells of "Name value" between pipes: "Epoch [000/210] | Loss 0.0029 | LR 0.00000000 | Step: 100%|..." ------------
+
+#: a cell holding one name (up to three words) and its number, nothing else (``Loss 0.0029``, ``LR 0.00000000``,
+#: ``val acc: 0.91``)
+_CELL_VALUE = re.compile(rb"[ \t]*([A-Za-z][\w./@-]{0,30}(?: [A-Za-z][\w./@-]{0,30}){0,2})[ \t]*[:=]?[ \t]+(" + NUM
+                         + rb")[ \t]*\Z")
+#: a cell that is only a counter, maybe behind an emoji or arrow (``🏋️> Epoch [000/210]``, ``Step 300``, ``Batch 10/500``);
+#: a tqdm cell (``Step: 100%``) is not one
+_CELL_COUNTER = re.compile(rb"[^\w|%]{0,12}?[ \t]*(Epoch|EPOCH|epoch|Step|STEP|step|Iter|ITER|iter|Iteration|iteration|Batch|"
+                           rb"batch)[ \t]*[:#]?[ \t]*\[?[ \t]*(\d+)[ \t]*(?:/[ \t]*(\d+)[ \t]*)?\]?[ \t]*\Z")
+#: a line holds at least this many value cells besides its counter
+MIN_VALUE_CELLS = 2
+
+
+def parse_pipe_cells(text: bytes, first_line: int, st: StepState, out: Collector,
+                     steps: StepMarks, used: Used) -> None:
+    """A line of ``|``-separated cells, one a counter and two or more ``Name value`` (one naming a loss): the values at
+    the counter's step (an iteration or step counter; else the epoch, or epoch x batches + batch when the batch cell
+    gives its total). Cells of any other shape (a tqdm bar after the record, a timing) are skipped."""
+    if b"|" not in text:
+        return
+    lines = Lines(text, first_line)
+    cores = (c for rx in _LOSS_CORES for c in rx.finditer(text))
+    for ls, le in _candidate_lines(text, cores, used):
+        line = text[ls:le].rstrip(b"\r")
+        if line.count(b"|") < 2:
+            continue
+        counters: dict[str, tuple[int, int | None]] = {}
+        values: list[tuple[str, float]] = []
+        for cell in line.split(b"|"):
+            c = _CELL_COUNTER.match(cell)
+            if c is not None:
+                counters.setdefault(c[1].decode().lower()[:4], (int(c[2]), int(c[3]) if c[3] else None))
+                continue
+            v = _CELL_VALUE.match(cell)
+            if v is not None:
+                values.append((v[1].decode(), float(v[2])))
+        if not counters or len(values) < MIN_VALUE_CELLS or not any(is_loss_like(k.lower()) for k, _ in values):
+            continue
+        if "step" in counters or "iter" in counters:
+            step = (counters.get("step") or counters["iter"])[0]
+        elif "epoc" in counters and "batc" in counters and counters["batc"][1]:
+            step = counters["epoc"][0] * counters["batc"][1] + counters["batc"][0]
+        else:
+            step = (counters.get("epoc") or counters["batc"])[0]
+        at = lines.at(ls)
+        for k, v in values:
+            out.add(step, _loose_key(k), v, at)
+        steps.append((ls, step))
+        used.add(ls)
+        st.last_step = step
+
+
 LOOSE_PARSERS = (
     (parse_step_less_val_loss, (b"valloss",)),
     (parse_hf_metrics_block, (b"metrics",)),
@@ -925,6 +978,7 @@ LOOSE_PARSERS = (
     (parse_bracket_pairs, (b"oss",)),
     (parse_gan_groups, (b"EpochBatch",)),
     (parse_loss_at_counter, (b"ossat", b"OSSat", b"ostat", b"ossafter", b"OSSafter")),
+    (parse_pipe_cells, (b"oss", b"OSS")),
     (parse_pair_records, _RECORD_LITERALS),
     (parse_loose_loss, (b"oss", b"OSS", *_COST_WORDS)),
     (parse_eval_set, (b"setAverageloss",)),
