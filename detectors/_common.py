@@ -276,6 +276,30 @@ def robust_level(values: Iterable[float] | np.ndarray) -> float | None:
     return median(fin) if fin else None
 
 
+#: the last loss before an onset this many times the median of the recent logs before it: it jumped out of its level
+ROSE_JUMP = 1.5
+#: the newest third of those logs this many times the oldest third (medians): a steady climb (noise around a level, a
+#: per-batch loss swinging 1.5-2.1, is neither)
+ROSE_TREND = 1.15
+
+
+def rose_before(values: np.ndarray) -> bool:
+    """Whether the last finite losses before an onset rose out of their recent level (a jump of the last one, or a
+    steady climb of the window): the one test NUM001 (divergence first) and DATA001 (a calm curve) share, so the two
+    never say opposite things of the same logs."""
+    v = values[np.isfinite(values)]
+    if v.size < 2:
+        return False
+    level = float(np.median(v[:-1]))
+    if level > 0 and v[-1] > ROSE_JUMP * level:
+        return True
+    third = v.size // 3
+    if third < 1:
+        return False
+    old, new = float(np.median(v[:third])), float(np.median(v[-third:]))
+    return old > 0 and new >= ROSE_TREND * old
+
+
 # -- the non-finite onset -------------------------------------------------------------------
 
 #: metrics whose non-finite value is the failure itself

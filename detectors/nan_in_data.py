@@ -2,7 +2,8 @@
 
 What it detects:
     A non-finite onset where everything just before was healthy: the loss at its normal level
-    (within ``CALM_LOSS`` of its recent median), ``grad_norm`` not growing (within
+    (``rose_before`` false: the last log within 1.5x of its recent median and no steady climb across the
+    recent logs, the test NUM001 shares), ``grad_norm`` not growing (within
     ``CALM_GRAD``), no value past fp16's range. Strongest when the run is finite again after the
     bad logs (the NaN came with particular batches and left with them) and no fp16 precision is
     involved; when the NaN persists, this is only one candidate among several.
@@ -41,6 +42,7 @@ from detectors._common import (
     nonfinite_onset,
     points,
     robust_level,
+    rose_before,
 )
 
 CODE = "DATA001"
@@ -49,8 +51,6 @@ ROOT_CAUSE = "nan_in_data"
 NEEDS = ("scalars", "events")
 NEEDS_ANY = True
 
-#: last loss before the NaN within 1.5x of its recent median = no divergence
-CALM_LOSS = 1.5
 #: last grad_norm before the NaN within 3x of its median = no gradient growth
 CALM_GRAD = 3.0
 #: finite loss logs needed before the onset to call the curve calm at all
@@ -376,7 +376,7 @@ def _calm_curve_nan(run: Run, onset: Onset | None) -> Finding | None:
     if len(before) < MIN_HISTORY or bool((loss.values > FP16_MAX).any()):
         return None
     level = robust_level(before.values[:-1])
-    if level is None or level <= 0 or before[-1].value > CALM_LOSS * level:
+    if level is None or level <= 0 or rose_before(before.values):
         return None
     gn = points(run, "grad_norm").before(onset.step).finite_only()[-RECENT:]
     if len(gn) >= 2:

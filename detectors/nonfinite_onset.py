@@ -47,6 +47,7 @@ from detectors._common import (
     nonfinite_onset,
     points,
     robust_level,
+    rose_before,
     transient_first_gradnorm,
     value_at,
 )
@@ -128,6 +129,10 @@ def detect(run: Run) -> Iterable[Finding]:
 
 #: the loss at its last finite log before the onset this many times its best = the loss was climbing (overshoot)
 RISING = 1.3
+#: what a calm loss before the onset adds to the data suspect: above the LR's prior alone (0.16 vs 0.05 + 0.12)
+CALM_DATA = 0.12
+#: logs before the onset that the climb test looks at (as DATA001's calm-curve test)
+RECENT_LOGS = 8
 #: grad_norm this many times its early level before the onset = growing gradients
 GRAD_GROWTH = 4.0
 #: an LR below this cannot blow a run up by itself (the optimizer barely moves the weights)
@@ -169,13 +174,18 @@ def differential(run: Run, onset: Onset, at_start: bool) -> tuple[list[str], lis
     loss = loss.select(loss.finite)
     if len(loss) >= 2:
         best, last = loss[loss.argmin()], loss[-1]
-        if best.value > 0 and last.value >= RISING * best.value and last.step > best.step:
+        # above its best, and out of its recent level (a noisy per-batch loss is at 1.3x its best half the time)
+        if (best.value > 0 and last.value >= RISING * best.value and last.step > best.step
+                and rose_before(loss.values[-RECENT_LOGS:])):
             score["lr"] += 0.15
-            said["lr"] += f"; the loss climbed from {fmt(best.value)} (step {best.step}) to {fmt(last.value)} (step {last.step}) first"
+            said["lr"] = _also(said["lr"], f"the loss climbed from {fmt(best.value)} (step {best.step}) to {fmt(last.value)} "
+                                            f"(step {last.step}) first")
             facts.append(last.evidence(f"loss {fmt(last.value)} at step {last.step}, {last.value / best.value:.3g}x its best "
                                        f"{fmt(best.value)} (step {best.step}), the last finite log before the onset"))
         else:
-            score["data"] += 0.05
+            # DATA001's reading of the same logs (a calm curve that turns NaN: the data more often than not), so the
+            # suspects' order and the diagnosis' best candidate agree
+            score["data"] += CALM_DATA
             said["data"] = f"the loss was calm ({fmt(last.value)} at step {last.step}) right before it"
             facts.append(last.evidence(f"loss {fmt(last.value)} at step {last.step}, the last finite log before the onset "
                                        f"(best {fmt(best.value)}): no climb first"))
@@ -185,11 +195,11 @@ def differential(run: Run, onset: Onset, at_start: bool) -> tuple[list[str], lis
         top = gn[gn.argmax()]
         if base and top.value >= GRAD_GROWTH * base:
             score["lr"] += 0.1
-            said["lr"] += f"; grad_norm grew from ~{fmt(base)} to {fmt(top.value)} (step {top.step})"
+            said["lr"] = _also(said["lr"], f"grad_norm grew from ~{fmt(base)} to {fmt(top.value)} (step {top.step})")
     # particular batches: finite logs after the non-finite ones
     if onset.recovered and not onset.persistent:
         score["data"] += 0.2
-        said["data"] = (said["data"] + "; " if said["data"] else "") + "finite logs follow the non-finite ones (particular batches)"
+        said["data"] = _also(said["data"], "finite logs follow the non-finite ones (particular batches)")
     # precision
     half = fp16_signals(run)
     wide = bf16_or_fp32(run)
@@ -308,3 +318,9 @@ def _trainer_skips(run: Run) -> Iterable[Finding]:
                   "Filter the offending samples (ESPnet: by the label/frame ratio) and lower the learning rate if the "
                   "skips come after a warmup peak."],
     )
+
+
+def _also(said: str, fact: str) -> str:
+    """``fact`` after what is already said about a suspect ("; " between), or alone (no stray separator when an LR
+    was not logged but the loss climbed)."""
+    return f"{said}; {fact}" if said else fact

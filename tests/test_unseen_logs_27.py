@@ -130,3 +130,47 @@ def test_lr_zero_at_a_few_logs_is_left_alone_when_the_loss_falls_or_the_lr_rises
     for log in (falling, rising):
         a = _run(tmp_path, log)
         assert not [f for f in a.diagnosis.findings if f.code == "LRZ001"]
+
+
+# https://github.com/GitYCC/crnn-pytorch/issues/7 (as pasted, the last nan lines cut): a loss indexed by its batch counter, noisy per-batch values, then NaN for
+# good
+CRNN_7 = """valid_evaluation: loss=1.832921710359357, acc=0.7594752661693344
+train_batch_loss[ 6510 ]:  1.5743603706359863
+train_batch_loss[ 6520 ]:  2.0356717109680176
+train_batch_loss[ 6530 ]:  2.1139347553253174
+train_batch_loss[ 6540 ]:  1.479076623916626
+train_batch_loss[ 6550 ]:  1.7650470733642578
+train_batch_loss[ 6560 ]:  1.500727891921997
+train_batch_loss[ 6570 ]:  1.6885172128677368
+train_batch_loss[ 6580 ]:  1.9712326526641846
+train_batch_loss[ 6590 ]:  nan
+train_batch_loss[ 6600 ]:  nan
+train_batch_loss[ 6610 ]:  nan
+train_batch_loss[ 6620 ]:  nan
+"""
+
+
+def test_a_loss_indexed_by_its_counter_is_read_at_that_step(tmp_path: Path):
+    a = _run(tmp_path, CRNN_7)
+    loss = a.run.arrays("loss")
+    assert loss.steps.tolist()[:2] == [6510, 6520] and loss.values.tolist()[0] == 1.5743603706359863  # was unread
+    assert _verdict(a)[0] == "inconclusive"
+    (num,) = [f for f in a.diagnosis.findings if f.code == "NUM001"]
+    assert num.first_step == 6590
+
+
+def test_a_noisy_per_batch_loss_is_not_a_climb_and_the_suspects_agree_with_the_diagnosis(tmp_path: Path):
+    # 1.971 is 1.33x the window's best (1.479) but below its median x 1.5, and the window is not rising
+    a = _run(tmp_path, CRNN_7)
+    (num,) = [f for f in a.diagnosis.findings if f.code == "NUM001"]
+    assert "loss climbed" not in " ".join(num.remedies)
+    assert num.remedies[0].startswith("Suspect 1 of 3") and "a bad batch" in num.remedies[0]
+    assert a.diagnosis.verdict.headline.endswith("(best candidate: nan_in_data, 0.45).")
+
+
+def test_a_steady_climb_before_the_nan_is_a_climb(tmp_path: Path):
+    lines = "".join(f"train_batch_loss[ {6500 + 10 * i} ]:  {1.0 + 0.1 * i:.4f}\n" for i in range(8))
+    a = _run(tmp_path, lines + "train_batch_loss[ 6580 ]:  nan\n")
+    (num,) = [f for f in a.diagnosis.findings if f.code == "NUM001"]
+    assert "the loss climbed from 1 (step 6500) to 1.7 (step 6570)" in num.remedies[0]
+    assert not [f for f in a.diagnosis.findings if f.code == "DATA001"]

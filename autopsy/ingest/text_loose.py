@@ -913,6 +913,29 @@ def parse_detail_blocks(text: bytes, first_line: int, st: StepState, out: Collec
             used.add(at)
 
 
+# -- a loss indexed by its counter: "train_batch_loss[ 6510 ]:  1.5743603706359863" ---------------------------------
+
+#: a loss-named key, its counter in brackets (maybe ``[ 10 / 500 ]``), then the value (Git-YC/crnn-pytorch prints
+#: ``print('train_batch_loss[', i, ']: ', loss)``)
+_INDEXED_LOSS = re.compile(rb"(?<![\w.])([A-Za-z][\w.]{0,40}?(?:loss|Loss|LOSS)\w{0,20})[ \t]*\[[ \t]*(\d+)[ \t]*(?:/[ \t]*\d+[ \t]*)?\]"
+                           rb"[ \t]*[:=][ \t]*(" + NUM + rb")(?![\w.])")
+
+
+def parse_indexed_loss(text: bytes, first_line: int, st: StepState, out: Collector,
+                       steps: StepMarks, used: Used) -> None:
+    """``<loss name>[ N ]: value`` lines: the value at step N."""
+    lines = Lines(text, first_line)
+    for m in _INDEXED_LOSS.finditer(text):
+        ls = line_start(text, m.start())
+        if used.covers(ls, m.end()):
+            continue
+        step = int(m[2])
+        out.add(step, _loose_key(m[1].decode()), float(m[3]), lines.at(m.start()))
+        steps.append((ls, step))
+        used.add(ls)
+        st.last_step = step
+
+
 # -- cells of "Name value" between pipes: "Epoch [000/210] | Loss 0.0029 | LR 0.00000000 | Step: 100%|..." ------------
 
 #: a cell holding one name (up to three words) and its number, nothing else (``Loss 0.0029``, ``LR 0.00000000``,
@@ -978,6 +1001,7 @@ LOOSE_PARSERS = (
     (parse_bracket_pairs, (b"oss",)),
     (parse_gan_groups, (b"EpochBatch",)),
     (parse_loss_at_counter, (b"ossat", b"OSSat", b"ostat", b"ossafter", b"OSSafter")),
+    (parse_indexed_loss, (b"oss", b"OSS")),
     (parse_pipe_cells, (b"oss", b"OSS")),
     (parse_pair_records, _RECORD_LITERALS),
     (parse_loose_loss, (b"oss", b"OSS", *_COST_WORDS)),
