@@ -33,7 +33,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from autopsy.model import Evidence, Finding, Run
-from detectors._common import LN2, LN2_TOL, points
+from detectors._common import FP16_MAX, LN2, LN2_TOL, points
 from detectors._facts import (
     event_evidence,
     fact_evidence,
@@ -144,6 +144,10 @@ def detect(run: Run) -> Iterable[Finding]:
         other = _finite_at(run, term, step)
         if other is not None and term == "loss" and other[1] == 0.0:
             other = None  # HF logging_nan_inf_filter writes an all-NaN window as 0.0: not a finite loss
+        if other is not None and abs(other[1]) > FP16_MAX:
+            # a loss past fp16's range beside the NaN terms is the overflow itself (trl#1371: Gemma DPO in fp16, loss
+            # 9.08e6 with NaN log-probs), not the ordinary finite loss an empty completion leaves beside them
+            other = None
         if other is not None:
             evidence.append(scalar_evidence(metric, row, f"{metric} = {fmt(row[1])} at step {step}, the first non-finite "
                                                          "length-normalised value"))

@@ -174,3 +174,35 @@ def test_a_steady_climb_before_the_nan_is_a_climb(tmp_path: Path):
     (num,) = [f for f in a.diagnosis.findings if f.code == "NUM001"]
     assert "the loss climbed from 1 (step 6500) to 1.7 (step 6570)" in num.remedies[0]
     assert not [f for f in a.diagnosis.findings if f.code == "DATA001"]
+
+
+# https://github.com/huggingface/trl/issues/1371 (the Gemma entry of the reporter's log_history, as pasted): DPO on a V100
+# with the model loaded in fp16; a loss of 9.08e6 beside NaN log-probs is an overflow, not empty completions
+TRL_1371 = """"log_history": [
+    {
+      "epoch": 0.0,
+      "grad_norm": NaN,
+      "learning_rate": 0.0,
+      "logits/chosen": NaN,
+      "logits/rejected": NaN,
+      "logps/chosen": NaN,
+      "logps/rejected": NaN,
+      "loss": 9078019.2,
+      "rewards/accuracies": 0.0,
+      "rewards/chosen": NaN,
+      "rewards/margins": NaN,
+      "rewards/rejected": NaN,
+      "step": 5
+    },
+"""
+
+
+def test_nan_logps_beside_a_loss_past_fp16_range_are_not_empty_responses(tmp_path: Path):
+    a = _run(tmp_path, TRL_1371)
+    assert _verdict(a) == ("inconclusive", "unknown")  # was a failed empty_response at 60%
+    assert not [f for f in a.diagnosis.findings if f.root_cause == "empty_response"]
+
+
+def test_nan_logps_beside_an_ordinary_loss_still_read_as_empty_responses(tmp_path: Path):
+    a = _run(tmp_path, TRL_1371.replace('"loss": 9078019.2', '"loss": 0.6931'))
+    assert [f for f in a.diagnosis.findings if f.root_cause == "empty_response"]
