@@ -91,6 +91,35 @@ def _zero_from_start(run: Run) -> tuple[Series, int] | None:
     return (rows, zeros) if zeros / len(rows) >= ZERO_SHARE else None
 
 
+#: logs, all exactly 0.0, that are not a normal run's tail even when the start of the run was not read
+MIN_ZERO_THROUGHOUT = 5
+
+
+def _zero_throughout(run: Run) -> Finding | None:
+    """A training loss exactly 0.0 at every one of >= MIN_ZERO_THROUGHOUT logs, the start of the run not among them
+    (a paste of the tail: tabnet#537, ``epoch 85 | loss: 0.0 | 0:00:00s`` to epoch 99). Not the run's own
+    "nothing to learn from" reading (its start is not read) and no cause singled out, but not a healthy run either: a
+    loss that computes something is not exactly 0 at every log."""
+    rows = points(run, "loss")
+    if len(rows) < MIN_ZERO_THROUGHOUT or not bool((rows.values == 0.0).all()):
+        return None
+    first, last = rows.row(0), rows.row(-1)
+    return Finding(
+        code=CODE, name=SLUG, root_cause=None, severity="error", confidence=0.4,
+        title=f"The loss is exactly 0 at all {len(rows)} logs read (steps {first[0]}-{last[0]})",
+        message=(f"the training loss is exactly 0.0 at every one of the {len(rows)} logs read (steps {first[0]} to "
+                 f"{last[0]}; the start of the run is not among them): no batch reaches the loss (an empty loader, e.g. "
+                 "drop_last with fewer samples than one batch), every target is masked or missing, or the printed loss "
+                 "is rounded from a fit so exact that nothing is left to learn. The logs read do not tell these apart."),
+        first_step=first[0], basis="inferred", symptom="zero_loss",
+        evidence=[scalar_evidence("loss", first, f"loss = 0.0 at step {first[0]}, the first log read"),
+                  scalar_evidence("loss", last, f"loss exactly 0.0 at all {len(rows)} logs to step {last[0]}")],
+        remedies=["Count the batches per epoch and the targets per batch after loading: a loader with drop_last=True and "
+                  "fewer samples than one batch yields none; labels all the ignore index, or no box or mask, give a "
+                  "loss of 0.",
+                  "Print the unrounded loss of one batch: a true fit gives a small positive value, not exactly 0."])
+
+
 def _nan_nll_from_start(run: Run) -> tuple[str, Series] | None:
     """A token-level NLL non-finite at every log from the start (a mean over zero supervised tokens). Only in a
     language-model run: elsewhere a loss NaN from the first log has other causes (weights, inputs, the LR)."""
@@ -269,6 +298,10 @@ def detect(run: Run) -> Iterable[Finding]:
 
     # a policy-gradient loss is 0 by construction whenever the advantages are (GRPO with equal rewards): not labels
     zero = _zero_from_start(run) if not is_policy_gradient_run(run) else None
+    if zero is None and not is_policy_gradient_run(run):
+        through = _zero_throughout(run)
+        if through is not None:
+            yield through
     if zero:
         rows, zeros = zero
         first_row = rows.row(0)

@@ -206,3 +206,53 @@ def test_nan_logps_beside_a_loss_past_fp16_range_are_not_empty_responses(tmp_pat
 def test_nan_logps_beside_an_ordinary_loss_still_read_as_empty_responses(tmp_path: Path):
     a = _run(tmp_path, TRL_1371.replace('"loss": 9078019.2', '"loss": 0.6931'))
     assert [f for f in a.diagnosis.findings if f.root_cause == "empty_response"]
+
+
+# https://github.com/dreamquark-ai/tabnet/issues/537 (the tail of the reporter's log, as pasted): drop_last with fewer rows
+# than one batch, so no batch is ever trained: every epoch prints a loss of 0.0 in 0 seconds
+TABNET_537 = """epoch 85 | loss: 0.0     |  0:00:00s
+epoch 86 | loss: 0.0     |  0:00:00s
+epoch 87 | loss: 0.0     |  0:00:00s
+epoch 88 | loss: 0.0     |  0:00:00s
+epoch 89 | loss: 0.0     |  0:00:00s
+epoch 90 | loss: 0.0     |  0:00:00s
+epoch 91 | loss: 0.0     |  0:00:00s
+epoch 92 | loss: 0.0     |  0:00:00s
+epoch 93 | loss: 0.0     |  0:00:00s
+epoch 94 | loss: 0.0     |  0:00:00s
+epoch 95 | loss: 0.0     |  0:00:00s
+epoch 96 | loss: 0.0     |  0:00:00s
+epoch 97 | loss: 0.0     |  0:00:00s
+epoch 98 | loss: 0.0     |  0:00:00s
+epoch 99 | loss: 0.0     |  0:00:00s
+"""
+
+
+def test_a_loss_exactly_zero_at_every_log_of_a_tail_is_not_healthy(tmp_path: Path):
+    a = _run(tmp_path, TABNET_537)
+    assert _verdict(a) == ("inconclusive", "unknown")  # was healthy at 90%
+    (f,) = [f for f in a.diagnosis.findings if f.code == "LBL001" and "exactly 0 at all 15 logs" in f.title]
+    assert f.first_step == 85 and f.root_cause is None
+
+
+def test_zero_losses_need_five_logs_and_no_other_value(tmp_path: Path):
+    four = "\n".join(TABNET_537.splitlines()[:4]) + "\n"
+    mixed = TABNET_537.replace("epoch 85 | loss: 0.0 ", "epoch 85 | loss: 0.31")
+    for log in (four, mixed):
+        a = _run(tmp_path, log)
+        assert not [f for f in a.diagnosis.findings if "exactly 0 at all" in f.title]
+
+
+# https://github.com/SalesforceAIResearch/uni2ts/issues/125 (as pasted): Lightning bars of an iterable without a length
+# (no percentage, a "?" total); a negative NLL of a continuous distribution is normal (the maintainers)
+UNI2TS_125 = """Epoch 2: |          | 40/? [01:06<00:00,  0.60it/s, v_num=2, train/PackedNLLLoss=0.790]
+Epoch 48: |          | 1/? [01:06<00:00,  0.60it/s, v_num=2, train/PackedNLLLoss=-1.640]
+"""
+
+
+def test_a_lightning_bar_without_a_total_is_read(tmp_path: Path):
+    a = _run(tmp_path, UNI2TS_125)
+    assert _verdict(a)[0] == "healthy"  # was "nothing to judge"
+    assert a.run.arrays("loss").values.tolist() == [0.79, -1.64]
+    steps = a.run.arrays("loss").steps.tolist()
+    assert steps[0] < steps[1]  # epoch 2 before epoch 48, each epoch counted as more batches than any bar printed

@@ -470,8 +470,10 @@ _MAE_PAIR = re.compile(rb"([A-Za-z_][\w ]{0,30}?):\s+(" + NUM + rb")(?:\s*\(" + 
 _DS_STEP = re.compile(rb"\[Rank \d+\] step=(\d+), skipped=(\d+), lr=\[([^\]\n\r]{0,2000})\]")
 #: (a bar pasted from a narrow terminal is cut before its ``]``: read to the line's end, where the last pair
 #: may be cut mid-value unless a comma follows it)
-_LIGHTNING = re.compile(rb"Epoch (\d+):\s*\d+%\|[^|\n\r]{0,400}\|\s*(\d+)/(\d+)\s*\[[^\]\n\r]{0,400}?,((?:\s*[\w/.]+=[^,\]\s]+,?)+)"
-                        rb"(?:\]|[ \t]*(?=[\r\n]|\Z))")
+#: (an iterable without a length gives a bar without its percentage and a ``?`` total: ``Epoch 2: |    | 40/? [01:06<00:00,
+#: 0.60it/s, v_num=2, train/PackedNLLLoss=0.790]``)
+_LIGHTNING = re.compile(rb"Epoch (\d+):\s*(?:\d+%)?\|[^|\n\r]{0,400}\|\s*(\d+)/(\d+|\?)\s*\[[^\]\n\r]{0,400}?,"
+                        rb"((?:\s*[\w/.]+=[^,\]\s]+,?)+)(?:\]|[ \t]*(?=[\r\n]|\Z))")
 _EQ_PAIR = re.compile(rb"([\w/.]+)=(" + NUM + rb")(?![\w])")
 _SKIP_KEYS = {"eta", "time", "data_time", "data", "max mem", "memory", "v_num", "it", "iter", "step", "rank",
               "local_rank", "rank_id", "epoch", "batch"}
@@ -571,7 +573,10 @@ def parse_lightning(text: bytes, first_line: int, st: StepState, out: Collector,
     if b"=" not in text or not has(text, b"Epoch "):
         return
     lines = Lines(text, first_line)
-    for m in _LIGHTNING.finditer(text):
+    found = list(_LIGHTNING.finditer(text))
+    # a bar without a total (``40/?``) counts its epoch as this many batches: more than any batch count it printed
+    unknown = 1 + max((int(m[2]) for m in found if m[3] == b"?"), default=0)
+    for m in found:
         if b"global_step=" in m[4]:
             continue  # NeMo: text_formats.parse_tqdm_postfix reads the trainer's global_step
         postfix = m[4]
@@ -580,7 +585,8 @@ def parse_lightning(text: bytes, first_line: int, st: StepState, out: Collector,
         pairs = [(key_str(k), v) for k, v in _EQ_PAIR.findall(postfix) if k != b"v_num"]
         if not any(is_loss_like(k) for k, _ in pairs):
             continue
-        step = int(m[1]) * int(m[3]) + int(m[2])  # per-epoch counter; total may include val batches
+        # per-epoch counter; total may include val batches
+        step = int(m[1]) * (int(m[3]) if m[3] != b"?" else unknown) + int(m[2])
         line = lines.at(m.start())
         for k, v in pairs:
             out.add(step, k, float(v), line)
