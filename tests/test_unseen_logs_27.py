@@ -256,3 +256,21 @@ def test_a_lightning_bar_without_a_total_is_read(tmp_path: Path):
     assert a.run.arrays("loss").values.tolist() == [0.79, -1.64]
     steps = a.run.arrays("loss").steps.tolist()
     assert steps[0] < steps[1]  # epoch 2 before epoch 48, each epoch counted as more batches than any bar printed
+
+
+# https://github.com/v1xerunt/COMPOSE/issues/1 (as pasted): an iteration counter that restarts at 0 every epoch, with no
+# total; the loss is NaN from the second epoch on
+COMPOSE_1 = """ehr = np.array(train_ehr_dataset)[batch_id]
+Epoch 0, Iter 0: Loss:1.0637 S-loss:0.9642
+Epoch 1, Iter 0: Loss:nan S-loss:nan
+Epoch 2, Iter 0: Loss:nan S-loss:nan
+Epoch 3, Iter 0: Loss:nan S-loss:nan
+"""
+
+
+def test_a_counter_back_at_its_last_value_in_a_new_epoch_restarted(tmp_path: Path):
+    a = _run(tmp_path, COMPOSE_1)
+    loss = a.run.arrays("loss")
+    assert loss.steps.tolist() == [0, 1, 2, 3]  # was 0, 0, 0, 0: every epoch's "Iter 0" on one step
+    (num,) = [f for f in a.diagnosis.findings if f.code == "NUM001"]
+    assert num.first_step == 1

@@ -810,14 +810,16 @@ def parse_generic(text: bytes, first_line: int, st: StepState, out: Collector,
 def epoch_local_step(st: StepState, fmt: str, epoch: int, local: int, total: int | None) -> int:
     """A step for a counter printed after an epoch number, which may count the whole run (``Epoch 2 | step 5001``)
     or restart every epoch (mindocr ``epoch: [13/20] step: [100/4468]``). It is read as printed until an epoch
-    change finds it lower than the last epoch's highest: from then on each later epoch adds the one before's
+    change finds it at or below the last epoch's highest: from then on each later epoch adds the one before's
     batches (its printed total when the counter has one, else the highest counter seen in it). An epoch number
     that goes back is a rerun: counting starts again."""
     cur = st.epoch_base.get(fmt)  # [epoch, base, highest local in this epoch, restarts (0/1), seen at 0 (0/1)]
     if cur is None or epoch < cur[0]:
         cur = [epoch, 0, local, 0, int(local == 0)]
     elif epoch > cur[0]:
-        restarts = cur[3] or local < cur[2]
+        # not higher than the last epoch's highest: a restart (a run-wide counter never prints the same value in two
+        # epochs; COMPOSE prints "Epoch 1, Iter 0:" after "Epoch 0, Iter 0:")
+        restarts = cur[3] or local <= cur[2]
         zero = cur[4] or int(local == 0)
         size = total if total else cur[2] + zero  # a 0-based counter's epoch holds highest + 1 batches
         base = cur[1] + size * (epoch - cur[0] if total else 1) if restarts else 0
