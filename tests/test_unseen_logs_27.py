@@ -274,3 +274,25 @@ def test_a_counter_back_at_its_last_value_in_a_new_epoch_restarted(tmp_path: Pat
     assert loss.steps.tolist() == [0, 1, 2, 3]  # was 0, 0, 0, 0: every epoch's "Iter 0" on one step
     (num,) = [f for f in a.diagnosis.findings if f.code == "NUM001"]
     assert num.first_step == 1
+
+
+# https://github.com/deepfakes/faceswap/issues/188 (as pasted, the first six of twelve lines): one line per save, each
+# autoencoder's loss named by its letter, no counter; a loss falling this fast is normal (the maintainers)
+FACESWAP_188 = """saved model weights loss_A: 0.19750, loss_B: 0.15107
+saved model weights loss_A: 0.15105, loss_B: 0.10045
+saved model weights loss_A: 0.10557, loss_B: 0.07693
+saved model weights loss_A: 0.08569, loss_B: 0.06992
+saved model weights loss_A: 0.07518, loss_B: 0.06174
+saved model weights loss_A: 0.06855, loss_B: 0.05906
+"""
+
+
+def test_losses_named_by_a_capital_suffix_are_read(tmp_path: Path):
+    a = _run(tmp_path, FACESWAP_188)
+    assert _verdict(a)[0] == "healthy"  # was "nothing to judge"
+    assert _series(a, "loss_a")[:2] == [0.1975, 0.15105] and _series(a, "loss_b")[-1] == 0.05906
+
+
+def test_a_lowercase_suffix_is_still_a_term_not_a_model(tmp_path: Path):
+    a = _run(tmp_path, FACESWAP_188.replace("loss_A", "loss_cls").replace("loss_B", "loss_bbox"))
+    assert a.run.arrays("loss_cls") is None  # terms without a counter or a total loss stay unread, as before
