@@ -91,6 +91,7 @@ EXPLAINS: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     "completions_truncated": {"truncated_completions", "loss_flat", "zero_grad_norm"},
     "data_exhausted": {"stopped_early"},
     "loss_shape_mismatch": {"config_defect", "loss_flat", "nonfinite_loss", "nonfinite_grad_norm", "zero_loss", "crash"},
+    "pretrained_weights_not_loaded": {"config_defect", "loss_flat", "high_start_loss", "loss_divergence", "crash"},
     "crash": {"crash"},
 }.items()}
 
@@ -103,7 +104,7 @@ PRIOR: dict[str, float] = {
     "lora_task_type_mismatch": 0.02, "sequence_parallel_labels": 0.02, "vocab_mismatch": 0.02,
     "zero3_empty_tensors": 0.02, "kl_estimator_overflow": 0.02, "lr_schedule_stalled": 0.02,
     "completions_truncated": 0.02, "data_exhausted": 0.02, "fp16_unsupported_hardware": 0.02, "ctc_output_longer_than_input": 0.02,
-    "degenerate_labels": 0.02, "loss_shape_mismatch": 0.02, "crash": 0.01,
+    "degenerate_labels": 0.02, "loss_shape_mismatch": 0.02, "pretrained_weights_not_loaded": 0.02, "crash": 0.01,
 }
 
 #: symptoms that make a run failed by themselves (even with no cause named): the damage is done

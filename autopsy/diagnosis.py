@@ -75,6 +75,8 @@ TELLS: dict[str, str] = {
                                     "labels that outnumber the frames have no CTC alignment",
     "loss_shape_mismatch": "print output.shape and target.shape right before the loss: they must be equal (squeeze the "
                            "[N, 1] output or unsqueeze the [N] target)",
+    "pretrained_weights_not_loaded": "check the checkpoint path exists where the run looks (ls it) and that the log says it "
+                                     "was loaded: a fine-tune from random weights starts at the untrained loss",
 }
 
 

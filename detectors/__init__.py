@@ -29,6 +29,7 @@ from detectors import (  # config/event detectors
     nonfinite_origin,
     overflow_then_zero,
     padding_free,
+    pretrained_not_loaded,
     sequence_parallel,
     vocab_mismatch,
 )
@@ -59,6 +60,7 @@ ALL: list[ModuleType] = [
     vocab_mismatch,
     loss_flat,
     loss_shape,
+    pretrained_not_loaded,
     error_rate_pinned,
 ]
 

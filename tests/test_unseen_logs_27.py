@@ -296,3 +296,32 @@ def test_losses_named_by_a_capital_suffix_are_read(tmp_path: Path):
 def test_a_lowercase_suffix_is_still_a_term_not_a_model(tmp_path: Path):
     a = _run(tmp_path, FACESWAP_188.replace("loss_A", "loss_cls").replace("loss_B", "loss_bbox"))
     assert a.run.arrays("loss_cls") is None  # terms without a counter or a total loss stay unread, as before
+
+
+# https://github.com/zhuchen03/FreeLB/issues/12 (the reporter's log, from their fork's logs/ folder the thread links; the
+# lines around the start and the first and last evaluations): --restore-file pointed to a pretrained RoBERTa that was
+# not there, so the fine-tune started from random weights and ended at chance on RTE
+FREELB_12 = """| model roberta_large, criterion SentencePredictionCriterion
+| num. model params: 356462683 (num. trained: 356462683)
+| training on 1 GPUs
+| max tokens per GPU = 4400 and max sentences per GPU = 2
+| no existing checkpoint found pretrained/roberta.large/model.pt
+| epoch 001 | loss 1.118 | nll_loss 0.016 | ppl 1.01 | wps 567 | ups 0 | wpb 1136.673 | bsz 15.962 | num_updates 156 | lr 9.82236e-06 | gnorm 5.722 | clip 0.000 | oom 0.000 | wall 313 | train_wall 309 | smooth_reg 0 | accuracy 0.382329
+| epoch 001 | valid on 'valid' subset | loss 1.006 | nll_loss 0.014 | ppl 1.01 | num_updates 156 | pearson nan | spearman nan | mcc 0 | f1 0 | smooth_reg 0 | accuracy 0.52518 | acc&f1 0.26259
+| epoch 009 | valid on 'valid' subset | loss 0.998 | nll_loss 0.014 | ppl 1.01 | num_updates 1404 | pearson nan | spearman nan | mcc 0 | f1 0 | best_accuracy 0.52518 | smooth_reg 0 | accuracy 0.52518 | acc&f1 0.26259
+| epoch 010 | valid on 'valid' subset | loss 1.008 | nll_loss 0.015 | ppl 1.01 | num_updates 1560 | pearson nan | spearman nan | mcc 0 | f1 0.642157 | best_accuracy 0.52518 | smooth_reg 0 | accuracy 0.47482 | acc&f1 0.558489
+"""
+
+
+def test_a_pretrained_checkpoint_not_found_is_the_cause(tmp_path: Path):
+    a = _run(tmp_path, FREELB_12)
+    assert _verdict(a) == ("failed", "pretrained_weights_not_loaded")  # was healthy
+    (f,) = [f for f in a.diagnosis.findings if f.code == "PRE001"]
+    assert "model.pt" in f.title and "0.5252" in " ".join(e.detail for e in f.evidence)
+    assert "--restore-file" in f.remedies[0]
+
+
+def test_fairseqs_own_resume_file_not_found_is_a_fresh_start(tmp_path: Path):
+    # every fresh fairseq run prints this for checkpoint_last.pt under --save-dir: nothing to resume, no failure
+    a = _run(tmp_path, FREELB_12.replace("pretrained/roberta.large/model.pt", "checkpoints/checkpoint_last.pt"))
+    assert not [f for f in a.diagnosis.findings if f.code == "PRE001"]

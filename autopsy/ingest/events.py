@@ -32,7 +32,7 @@ EVENT_KINDS = (
     "cudnn_sdpa_warning", "ddp_unused_params", "unscale_fp16", "gemma_eager_warning", "loss_watchdog",
     "empty_tensor_load", "nan_input", "labels_masked", "no_trainable_params", "native_abort", "input_exhausted",
     "collective_timeout", "loss_rejected", "ctc_no_alignment", "ctc_lengths", "vae_nan", "missing_keys", "grad_skip",
-    "no_labels_found", "loss_diverged", "resumed", "loss_shape_mismatch", "darknet_region", "step_skipped",
+    "no_labels_found", "loss_diverged", "resumed", "loss_shape_mismatch", "checkpoint_not_found", "darknet_region", "step_skipped",
     "warning", "error",
 )
 
@@ -228,6 +228,11 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("step_skipped", re.compile(r"(?i)(?:\bnorm\s*[=:]\s*([-+]?(?:\d+(?:\.\d*)?(?:e[-+]?\d+)?|nan|inf))[^\n]{0,80}?)?"
                                 r"\bskipp(?:ing|ed) (?:the )?optimi[sz]er (?:step|update)"),
      lambda m: {"norm": float(m[1]) if m[1] else None}),
+    # a checkpoint to start from that is not there, so the run starts from its initial weights: fairseq's
+    # checkpoint_utils.load_checkpoint ("| no existing checkpoint found pretrained/roberta.large/model.pt", later
+    # "No existing checkpoint found ..."), pytorch/examples' imagenet --resume ("=> no checkpoint found at 'x.pth'")
+    ("checkpoint_not_found", re.compile(r"\b[Nn]o existing checkpoint found[ :]+([^\s,;]+)|=> no checkpoint found at '([^'\n]+)'"),
+     lambda m: {"path": m[1] or m[2], "form": "fairseq" if m[1] else "resume"}),
     # the HF Trainer resuming (Trainer._inner_training_loop's notices): "Continuing training from checkpoint, will skip to
     # saved global_step", "Continuing training from global step 77000"
     ("resumed", re.compile(r"Continuing training from (?:checkpoint|global step (\d+))"),
@@ -326,7 +331,7 @@ TRIGGERS = (
     "core dumped", "Fatal Python error", "returned nan values", "Your input ran out", "collective operation timeout",
     "Found NaN", "No valid path", "StopIteration", "No labels found", "Couldn't open file",
     "Not enough time for target", "Out of memory error", "_len", "NaN detected in", "NaN found in", "There were missing keys",
-    "epoch_iterator", "Continuing training from", "Using a target size", "Region ", "optimizer step", "optimiser step", "Found inf or nan",
+    "epoch_iterator", "Continuing training from", "Using a target size", "checkpoint found", "Region ", "optimizer step", "optimiser step", "Found inf or nan",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the
