@@ -924,13 +924,17 @@ _INDEXED_LOSS = re.compile(rb"(?<![\w.])([A-Za-z][\w.]{0,40}?(?:loss|Loss|LOSS)\
                            rb"[ \t]*[:=][ \t]*(" + NUM + rb")(?![\w.])")
 
 
+#: its literal-led core (``oss`` then the bracket and a digit), found first so the full pattern runs on candidate lines only
+_INDEXED_CORES = tuple(re.compile(w + rb"\w{0,20}[ \t]*\[[ \t]*\d") for w in (b"oss", b"OSS"))
+
+
 def parse_indexed_loss(text: bytes, first_line: int, st: StepState, out: Collector,
                        steps: StepMarks, used: Used) -> None:
     """``<loss name>[ N ]: value`` lines: the value at step N."""
     lines = Lines(text, first_line)
-    for m in _INDEXED_LOSS.finditer(text):
-        ls = line_start(text, m.start())
-        if used.covers(ls, m.end()):
+    for ls, le in _candidate_lines(text, (c for rx in _INDEXED_CORES for c in rx.finditer(text)), used):
+        m = _INDEXED_LOSS.search(text, ls, le)
+        if m is None:
             continue
         step = int(m[2])
         out.add(step, _loose_key(m[1].decode()), float(m[3]), lines.at(m.start()))
