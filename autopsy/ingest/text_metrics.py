@@ -203,6 +203,7 @@ class StepState:
     last_step: int | None = None
     last_bar: int | None = None  # last tqdm training-bar counter seen
     last_bar_total: bytes | None = None
+    bar_unknown_total: int = 0  # batches per epoch assumed for Lightning bars without a total (``40/?``)
     sigs: list = field(default_factory=list)  # _Sig layouts, most recently used first
     train_total: bytes | None = None  # the training bar's total (max_steps), as printed
     train_records: int = 0
@@ -574,8 +575,10 @@ def parse_lightning(text: bytes, first_line: int, st: StepState, out: Collector,
         return
     lines = Lines(text, first_line)
     found = list(_LIGHTNING.finditer(text))
-    # a bar without a total (``40/?``) counts its epoch as this many batches: more than any batch count it printed
-    unknown = 1 + max((int(m[2]) for m in found if m[3] == b"?"), default=0)
+    # a bar without a total (``40/?``) counts its epoch as this many batches: more than any batch count printed so far
+    # (kept across chunks and only grown, so the steps of later chunks stay above those of earlier ones)
+    unknown = st.bar_unknown_total = max(st.bar_unknown_total,
+                                         1 + max((int(m[2]) for m in found if m[3] == b"?"), default=0))
     for m in found:
         if b"global_step=" in m[4]:
             continue  # NeMo: text_formats.parse_tqdm_postfix reads the trainer's global_step
