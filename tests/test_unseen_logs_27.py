@@ -7,6 +7,11 @@ from pathlib import Path
 
 from tests.test_unseen_logs import _run, _series, _verdict
 
+
+def _blank_ended(text: str) -> str:
+    """``text`` with the blank its paste left at the end of every non-empty line (kept out of the source file)."""
+    return "".join(line + (" \n" if line else "\n") for line in text.split("\n"))
+
 # https://github.com/FranxYao/Long-Context-Data-Engineering/issues/13 (the author's reference run, as pasted; the per-length
 # bucket lines after loss@4 and loss@2 cut here): a metrics dict printed one "key value" per line under a "step N" line
 # every non-empty line of the paste ends with a blank, put back below
@@ -325,3 +330,73 @@ def test_fairseqs_own_resume_file_not_found_is_a_fresh_start(tmp_path: Path):
     # every fresh fairseq run prints this for checkpoint_last.pt under --save-dir: nothing to resume, no failure
     a = _run(tmp_path, FREELB_12.replace("pretrained/roberta.large/model.pt", "checkpoints/checkpoint_last.pt"))
     assert not [f for f in a.diagnosis.findings if f.code == "PRE001"]
+
+
+# https://github.com/NVIDIA/DeepLearningExamples/issues/549 (as pasted): TF Estimator's
+# NanTensorHook logs "Model diverged with loss = NaN." before raising NanLossDuringTrainingError
+DLE_549 = """Skipping time record for  1  due to checkpoint-saving/warmup overhead
+INFO:tensorflow:loss = 11.222988, step = 1
+I0606 09:26:10.654364 46912496659904 basic_session_run_hooks.py:262] loss = 11.222988, step = 1
+INFO:tensorflow:loss = 11.166957, step = 1
+I0606 09:26:13.364254 46912496659904 basic_session_run_hooks.py:262] loss = 11.166957, step = 1
+INFO:tensorflow:loss = 11.153452, step = 1
+I0606 09:26:13.499738 46912496659904 basic_session_run_hooks.py:262] loss = 11.153452, step = 1
+INFO:tensorflow:loss = 11.164111, step = 1
+I0606 09:26:13.518184 46912496659904 basic_session_run_hooks.py:262] loss = 11.164111, step = 1
+ERROR:tensorflow:Model diverged with loss = NaN.
+E0606 09:34:26.659411 46912496659904 basic_session_run_hooks.py:760] Model diverged with loss = NaN.
+Skipping time record for  2  due to checkpoint-saving/warmup overhead
+ERROR:tensorflow:Model diverged with loss = NaN.
+E0606 09:34:26.717127 46912496659904 basic_session_run_hooks.py:760] Model diverged with loss = NaN.
+"""
+
+
+def test_tf_estimators_model_diverged_message_is_a_nan_stop(tmp_path: Path):
+    a = _run(tmp_path, DLE_549)
+    assert _verdict(a)[0] == "inconclusive"  # was healthy: the loss lines before it are finite
+    assert a.run.events_of("nan_stop")
+
+
+# https://github.com/NVIDIA/DeepLearningExamples/issues/543 (two training lines and the last six
+# loss-scale lines of the paste): NVIDIA's BERT logs the apex scaler's new scale through DLLogger at every skipped step
+DLE_543 = _blank_ended("""DLL 2020-05-29 11:31:45.763470 - Training Epoch: 0 Training Iteration: 1787  average_loss : 2.354230079650879  step_loss : 3.146484375  learning_rate : 0.005360045911827694
+DLL 2020-05-29 13:00:26.908374 - Training Epoch: 0 Training Iteration: 1887  average_loss : 2.2108074378967286  step_loss : 1.75  learning_rate : 0.005659992521331203
+DLL 2020-05-30 07:44:45.300081 - PARAMETER loss_scale : 1.8189894035458565e-12
+DLL 2020-05-30 07:45:39.157383 - PARAMETER loss_scale : 9.094947017729282e-13
+DLL 2020-05-30 07:46:33.188567 - PARAMETER loss_scale : 4.547473508864641e-13
+DLL 2020-05-30 07:47:27.456208 - PARAMETER loss_scale : 2.2737367544323206e-13
+DLL 2020-05-30 07:48:21.566904 - PARAMETER loss_scale : 1.1368683772161603e-13
+DLL 2020-05-30 07:49:15.964050 - PARAMETER loss_scale : 5.684341886080802e-14""")
+
+
+def test_dlloggers_loss_scale_parameter_lines_are_overflows(tmp_path: Path):
+    a = _run(tmp_path, DLE_543)
+    assert _verdict(a) == ("failed", "loss_scale_collapse")  # was healthy
+    assert len(a.run.events_of("overflow")) == 6
+    (f,) = [f for f in a.diagnosis.findings if f.code == "PREC001"]
+    assert "5.68e-14" in f.title
+
+
+# https://github.com/iperov/DeepFaceLab/issues/263 and https://github.com/ultralytics/ultralytics/issues/1451 (the last
+# line of each paste, cut mid-word where the thread's copy ends): the phrase is enough
+def test_an_oom_line_cut_mid_word_is_still_an_oom(tmp_path: Path):
+    for line in ("Error: OOM when allocating tenso", "torch.cuda.OutOfMemoryErro"):
+        a = _run(tmp_path, "Starting. Press \"Enter\" to stop training and save model.\n" + line + "\n")
+        assert _verdict(a) == ("failed", "out_of_memory"), line
+
+
+# https://github.com/Lightning-AI/litgpt/issues/221 (the loss line and the first frames of the
+# traceback, as retyped by the reporter): the run died after its loss went NaN
+LITGPT_221 = """iter 9599 step 600: loss nan, iter time: 65.33ms (optimizer.step)
+Validating
+Recommend a movie for me to watch during the weekend and explain the reason.
+Traceback (most recent call last):
+File "/home/c zaharia/lit-gpt/finetune/adapter.py", line 299, in <module>
+CLI (setup) \n"""
+
+
+def test_a_crash_after_the_loss_went_nan_is_not_the_verdict(tmp_path: Path):
+    a = _run(tmp_path, LITGPT_221)
+    assert _verdict(a) == ("inconclusive", "unknown")  # was a failed "crash"
+    (c,) = [f for f in a.diagnosis.findings if f.code == "CRASH001"]
+    assert c.basis == "inferred" and "non-finite before it" in c.message

@@ -99,6 +99,10 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
      lambda m: {"new": _pow2(float(m[1])), "lg_new": float(m[1])}),
     # PaddlePaddle's dygraph AmpScaler (verbose; PaddleOCR, PaddleDetection): "Found inf or nan, current scale is:
     # 2.842170943040401e-14, decrease to: 2.842170943040401e-14*0.5" (the new scale is the product)
+    # NVIDIA DeepLearningExamples (BERT, ...) log the scaler's new scale through DLLogger when an overflow skips the
+    # step (run_pretraining.py: dllogger.log(step="PARAMETER", data={"loss_scale": scaler.loss_scale()})):
+    # "DLL 2020-05-30 07:49:15.964050 - PARAMETER loss_scale : 5.684341886080802e-14"
+    ("overflow", re.compile(r"PARAMETER loss_scale : " + _NUM), lambda m: {"new": float(m[1])}),
     ("overflow", re.compile(r"Found inf or nan, current scale is: " + _NUM + r", decrease to: " + _NUM + r"\*" + _NUM),
      lambda m: {"attempted": _f(m[1]), "new": (_f(m[2]) or 0.0) * (_f(m[3]) or 0.0)}),
     ("loss_scale_min", re.compile(r"Current loss scale already at minimum"), lambda m: {}),
@@ -162,6 +166,9 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
      lambda m: {"metric": m[1]}),
     ("nan_stop", re.compile(r"The gradients at all steps are invalid in this epoch"), lambda m: {}),
     ("nan_stop", re.compile(r"NanLossDuringTrainingError"), lambda m: {}),
+    # ... whose message is logged first (tf.estimator basic_session_run_hooks.NanTensorHook: logging.error(failure_message)
+    # before the raise, logging.warning when fail_on_nan_loss is off): "Model diverged with loss = NaN."
+    ("nan_stop", re.compile(r"Model diverged with loss = NaN"), lambda m: {}),
     # TF writes a histogram summary of each variable: a NaN weight fails it ("Nan in summary histogram for: fc8/weights")
     ("nan_stop", re.compile(r"Nan in summary histogram for:?\s*(\S+)"), lambda m: {"tensor": m[1], "what": "weights"}),
     # torch.autograd.detect_anomaly() (or set_detect_anomaly(True)) raising in backward: "Function 'LogSigmoidBackward0'
@@ -246,13 +253,14 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
      lambda m: {}),
     # the messages themselves, not prose about them ("--half, needed to avoid CUDA out of memory)"): torch's
     # "CUDA out of memory. Tried to allocate", TF's "OOM when allocating tensor", XLA's RESOURCE_EXHAUSTED
-    ("oom", re.compile(r"CUDA out of memory(?=\s*[.;:,]|\s+Tried|\s*$)|OutOfMemoryError|"
+    ("oom", re.compile(r"CUDA out of memory(?=\s*[.;:,]|\s+Tried|\s*$)|OutOfMemoryError|torch\.cuda\.OutOfMemory|"
                        r"(?:HIP|MPS backend|NPU|XPU) out of memory(?=\s*[.;:,]|\s+Tried|\s*$)|"
                        r"CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|Cannot allocate memory|"
                        # PaddlePaddle's allocators (cuda_allocator.cc, auto_growth/virtual memory): "Out of memory error
                        # on GPU 0. Cannot allocate 18.062744MB memory on GPU 0, available memory is only 17.537501MB."
                        r"Out of memory error on GPU\b|"
-                       r"OOM when allocating tensor|ResourceExhaustedError|RESOURCE_EXHAUSTED: Out of memory|"
+                       # (a paste cut mid-word keeps the phrase: "Error: OOM when allocating tenso", DeepFaceLab#263)
+                       r"OOM when allocating\b|ResourceExhaustedError|RESOURCE_EXHAUSTED: Out of memory|"
                        r"CUDA_ERROR_OUT_OF_MEMORY|DefaultCPUAllocator: can't allocate memory|"
                        # MLX on Apple silicon: its allocator ("[malloc_or_wait] Unable to allocate N bytes.", newer
                        # "[metal::malloc] ...") and Metal's own "Insufficient Memory (...OutOfMemory)"
@@ -330,7 +338,7 @@ TRIGGERS = (
     "malloc_or_wait", "metal::malloc", "Insufficient Memory", "kIOGPU", "libc++abi", "terminate called",
     "core dumped", "Fatal Python error", "returned nan values", "Your input ran out", "collective operation timeout",
     "Found NaN", "No valid path", "StopIteration", "No labels found", "Couldn't open file",
-    "Not enough time for target", "Out of memory error", "_len", "NaN detected in", "NaN found in", "There were missing keys",
+    "Not enough time for target", "Out of memory error", "Model diverged with", "PARAMETER loss_scale", "OutOfMemory", "_len", "NaN detected in", "NaN found in", "There were missing keys",
     "epoch_iterator", "Continuing training from", "Using a target size", "checkpoint found", "Region ", "optimizer step", "optimiser step", "Found inf or nan",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
