@@ -139,6 +139,9 @@ def _from_series(run: Run) -> Iterable[Finding]:
         return
     n = len(loss)
     if n < MIN_EARLY + MIN_LOGS_AFTER:
+        short = _short_climb(run, loss)
+        if short is not None:
+            yield short
         return
     v = loss.values
     n_early = max(MIN_EARLY, int(n * EARLY_SHARE))
@@ -179,6 +182,45 @@ def _from_series(run: Run) -> Iterable[Finding]:
         yield rise
         return
     yield from _spikes(run, loss)
+
+
+#: a paste too short for the rules above (3-5 logs) that ends this many times its best, rising at each of its last two
+#: logs: the loss is running away as the paste ends (noise around a level, 2.58 -> 3.12 -> 2.57 -> 3.36, is not)
+SHORT_CLIMB = 4.0
+
+
+def _short_climb(run: Run, loss) -> Finding | None:
+    """A short paste whose loss climbs to >= SHORT_CLIMB x its best over its last logs (PaddleDetection#6048: 4.83 ->
+    4.72 -> 8.42 -> 21.5 while the warmup raises the LR); a candidate below the failure confidence unless the LR is
+    logged and rising there (a warmup reaching a step size the run cannot take)."""
+    v = loss.values
+    if len(v) < 3 or not (v[-1] > v[-2] > v[-3]):
+        return None
+    i = int(np.argmin(v))
+    best, last = loss[i], loss[-1]
+    if best.value <= DIVERGE_MIN_BEST or last.value < SHORT_CLIMB * best.value or i >= len(v) - 2:
+        return None
+    lr = points(run, "learning_rate").finite_only()
+    at_best, at_last = value_at(lr, best.step), value_at(lr, last.step)
+    rising = at_best is not None and at_last is not None and at_last.value > at_best.value > 0 or (
+        at_best is not None and at_last is not None and at_best.value == 0 < at_last.value)
+    evidence = [best.evidence(f"lowest loss {fmt(best.value)} at step {best.step}"
+                              + (f" (lr {fmt(at_best.value)})" if at_best is not None else "")),
+                last.evidence(f"loss {fmt(last.value)} at step {last.step}, {last.value / best.value:.3g}x the lowest, rising "
+                              "at each of the last two logs" + (f" (lr {fmt(at_last.value)})" if at_last is not None else ""))]
+    return Finding(
+        code=CODE, name=SLUG, root_cause="lr_too_high", severity="error", confidence=0.5 if rising else 0.45,
+        title=f"Loss climbing to {fmt(last.value)} at step {last.step} ({last.value / best.value:.3g}x its lowest)",
+        message=(f"the loss rose from {fmt(best.value)} (step {best.step}) to {fmt(last.value)} (step {last.step}), higher at "
+                 "each of the last two logs"
+                 + (f", while the learning rate rose from {fmt(at_best.value)} to {fmt(at_last.value)} (a warmup reaching a "
+                    "step size the run cannot take)" if rising else "")
+                 + ": a loss running away as the log ends; only a few logs were read."),
+        first_step=last.step, evidence=evidence,
+        remedies=[sentence(f"Lower the peak learning rate 3-10x (scale it with the global batch when using fewer GPUs); "
+                           f"{knob(run, 'warmup')}; {knob(run, 'clip')}")],
+        basis="inferred", symptom="loss_divergence",
+    )
 
 
 #: Caffe's SoftmaxWithLoss clamps each probability at FLT_MIN: -ln(1.17549435e-38) = 87.3365 is the largest loss a

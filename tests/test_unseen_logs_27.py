@@ -400,3 +400,36 @@ def test_a_crash_after_the_loss_went_nan_is_not_the_verdict(tmp_path: Path):
     assert _verdict(a) == ("inconclusive", "unknown")  # was a failed "crash"
     (c,) = [f for f in a.diagnosis.findings if f.code == "CRASH001"]
     assert c.basis == "inferred" and "non-finite before it" in c.message
+
+
+# https://github.com/PaddlePaddle/PaddleDetection/issues/6048 (as pasted): PP-YOLOE on fewer GPUs; the loss climbs 4.7 -> 8.4 -> 21.5 as the warmup raises the LR
+PADDLEDET_6048 = """[05/24 16:55:42] ppdet.engine INFO: Epoch: [0] [  0/166] learning_rate: 0.000000 loss: 4.831001 loss_cls: 1.623000 loss_iou: 0.746897 loss_dfl: 2.681520 loss_l1: 2.082105 eta: 16:21:30 batch_cost: 1.1825 data_cost: 0.1905 ips: 2.5369 images/s
+[05/24 17:00:25] ppdet.engine INFO: Epoch: [0] [100/166] learning_rate: 0.004217 loss: 4.718459 loss_cls: 2.129966 loss_iou: 0.665714 loss_dfl: 2.090601 loss_l1: 2.087489 eta: 1 day, 12:32:16 batch_cost: 2.6612 data_cost: 1.5758 ips: 1.1273 images/s
+[05/24 17:03:29] ppdet.engine INFO: Epoch: [1] [  0/166] learning_rate: 0.007000 loss: 8.422877 loss_cls: 5.889220 loss_iou: 0.651913 loss_dfl: 2.083613 loss_l1: 2.060118 eta: 1 day, 12:22:24 batch_cost: 2.5678 data_cost: 1.3366 ips: 1.1683 images/s
+[05/24 17:07:54] ppdet.engine INFO: Epoch: [1] [100/166] learning_rate: 0.011217 loss: 21.496906 loss_cls: 19.170841 loss_iou: 0.541128 loss_dfl: 1.721369 loss_l1: 1.121590 eta: 1 day, 11:31:50 batch_cost: 2.4889 data_cost: 1.3846 ips: 1.2054 images/s
+"""
+
+
+def test_a_short_paste_whose_loss_runs_away_during_warmup_is_lr_too_high(tmp_path: Path):
+    a = _run(tmp_path, PADDLEDET_6048)
+    assert _verdict(a) == ("failed", "lr_too_high")  # was healthy
+    (f,) = [f for f in a.diagnosis.findings if f.code == "DIV001"]
+    assert "4.56x its lowest" in f.title and "learning rate rose from 0.004217 to 0.01122" in f.message
+
+
+# https://github.com/dandelin/ViLT/issues/7 (as pasted): a noisy pretraining loss during a 25k-step warmup, normal (the
+# maintainer); it ends at its highest, but 1.3x its lowest is noise, not a runaway
+VILT_7 = """Epoch 0:  34%|███▍      | 12412/36673 [4:26:06<8:40:09,  1.29s/it, loss=2.58, v_num=0]
+
+Epoch 0:  35%|███▍      | 12665/36673 [4:36:41<8:44:29,  1.31s/it, loss=3.12, v_num=0]
+
+Epoch 0:  39%|███▉      | 14368/36673 [5:43:41<8:53:33,  1.44s/it, loss=2.57, v_num=0]
+
+Epoch 0:  40%|███▉      | 14583/36673 [5:56:04<8:59:23,  1.47s/it, loss=3.36, v_num=0]
+"""
+
+
+def test_a_noisy_short_paste_ending_high_is_not_a_runaway(tmp_path: Path):
+    a = _run(tmp_path, VILT_7)
+    assert _verdict(a)[0] == "healthy"
+    assert not [f for f in a.diagnosis.findings if f.code == "DIV001"]
