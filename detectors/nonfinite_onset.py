@@ -109,6 +109,12 @@ def detect(run: Run) -> Iterable[Finding]:
     else:  # no total logged (ultralytics' train/box_loss, train/cls_loss...): every training term finite
         train = [points(run, m) for m in run.metrics() if loss_like(m) and HELD_OUT.search(m) is None]
         eval_only = held_out and any(len(p) for p in train) and all(bool(p.finite.all()) for p in train)
+    terms = _terms_finite(run, onset)
+    if terms is not None:
+        evidence.append(terms)
+        remedies.insert(0, "The total is non-finite while every logged term of it is finite: the NaN is in what the total "
+                           "adds beyond those terms: a regularisation or weight-decay loss (Keras model.losses / add_loss, "
+                           "an L2 term), a loss weight, or the framework's own summation; print those parts at this step.")
     if eval_only:
         remedies.insert(0, "Only the evaluation is non-finite: evaluate on a slice of the training data with the same "
                            "code; finite there means a held-out sample the training never sees (NaN or out-of-range "
@@ -137,6 +143,38 @@ RECENT_LOGS = 8
 GRAD_GROWTH = 4.0
 #: an LR below this cannot blow a run up by itself (the optimizer barely moves the weights)
 TINY_LR = 1e-5
+
+
+#: loss terms logged beside a non-finite total, all finite at its step, that say the NaN is outside them
+MIN_FINITE_TERMS = 2
+
+
+def _terms_finite(run: Run, onset: Onset) -> Evidence | None:
+    """The training total non-finite at its onset step while >= MIN_FINITE_TERMS loss terms logged at that same step are
+    all finite (Mask_RCNN#1162: "loss: nan - rpn_class_loss: 0.4798 - rpn_bbox_loss: 0.5489 - ..."): the NaN comes
+    from what the total adds beyond the terms it logs."""
+    if onset.metric != "loss" or onset.step is None:
+        return None
+    total = points(run, "loss")
+    at = np.flatnonzero((total.steps == onset.step) & ~total.finite)
+    if not at.size:
+        return None
+    finite: list[str] = []
+    for m in run.metrics():
+        if m == "loss" or not loss_like(m) or HELD_OUT.search(m) is not None:
+            continue
+        pts = points(run, m)
+        same = np.flatnonzero(pts.steps == onset.step)
+        if not same.size:
+            continue
+        if not bool(pts.finite[same].all()):
+            return None  # a term is non-finite too: the NaN is in the terms
+        finite.append(f"{m} {fmt(float(pts.values[same[0]]))}")
+    if len(finite) < MIN_FINITE_TERMS:
+        return None
+    p = total[int(at[0])]
+    return p.evidence(f"loss = {fmt(p.value)} at step {p.step} while its {len(finite)} logged terms are finite there ("
+                      + ", ".join(finite[:5]) + (", ..." if len(finite) > 5 else "") + ")")
 
 
 def differential(run: Run, onset: Onset, at_start: bool) -> tuple[list[str], list[Evidence], bool]:

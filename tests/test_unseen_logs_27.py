@@ -433,3 +433,21 @@ def test_a_noisy_short_paste_ending_high_is_not_a_runaway(tmp_path: Path):
     a = _run(tmp_path, VILT_7)
     assert _verdict(a)[0] == "healthy"
     assert not [f for f in a.diagnosis.findings if f.code == "DIV001"]
+
+
+# https://github.com/matterport/Mask_RCNN/issues/1162 (as pasted): Keras' progress bar with the total NaN and every one of
+# the five loss terms finite (the reporter's fix was another Keras version)
+MASKRCNN_1162 = """9/500 [..............................] - ETA: 43:03 - loss: nan - rpn_class_loss: 0.4798 - rpn_bbox_loss: 0.5489 - mrcnn_class_loss: 1.1758 - mrcnn_bbox_loss: 0.4309 - mrcnn_mask_loss: 0.2511
+"""
+
+
+def test_a_nan_total_beside_finite_terms_points_outside_the_terms(tmp_path: Path):
+    a = _run(tmp_path, MASKRCNN_1162)
+    (num,) = [f for f in a.diagnosis.findings if f.code == "NUM001"]
+    assert num.remedies[0].startswith("The total is non-finite while every logged term of it is finite")
+
+
+def test_a_nan_total_with_a_nan_term_is_not_outside_the_terms(tmp_path: Path):
+    a = _run(tmp_path, MASKRCNN_1162.replace("mrcnn_mask_loss: 0.2511", "mrcnn_mask_loss: nan"))
+    (num,) = [f for f in a.diagnosis.findings if f.code == "NUM001"]
+    assert not any(r.startswith("The total is non-finite") for r in num.remedies)
