@@ -217,8 +217,9 @@ def _short_climb(run: Run, loss) -> Finding | None:
                     "step size the run cannot take)" if rising else "")
                  + ": a loss running away as the log ends; only a few logs were read."),
         first_step=last.step, evidence=evidence,
-        remedies=[sentence(f"Lower the peak learning rate 3-10x (scale it with the global batch when using fewer GPUs); "
-                           f"{knob(run, 'warmup')}; {knob(run, 'clip')}")],
+        remedies=[sentence("Lower the peak learning rate 3-10x (scale it with the global batch when using fewer GPUs)"
+                           + ("; the warmup is what raised it: make it longer too" if rising else f"; {knob(run, 'warmup')}")
+                           + f"; {knob(run, 'clip')}")],
         basis="inferred", symptom="loss_divergence",
     )
 
