@@ -281,13 +281,15 @@ ROSE_JUMP = 1.5
 #: the newest third of those logs this many times the oldest third (medians): a steady climb (noise around a level, a
 #: per-batch loss swinging 1.5-2.1, is neither)
 ROSE_TREND = 1.15
+#: the recent logs the test looks at (the last finite ones before the onset)
+ROSE_WINDOW = 8
 
 
 def rose_before(values: np.ndarray) -> bool:
     """Whether the last finite losses before an onset rose out of their recent level (a jump of the last one, or a
     steady climb of the window): the one test NUM001 (divergence first) and DATA001 (a calm curve) share, so the two
     never say opposite things of the same logs."""
-    v = values[np.isfinite(values)]
+    v = values[np.isfinite(values)][-ROSE_WINDOW:]
     if v.size < 2:
         return False
     level = float(np.median(v[:-1]))

@@ -297,8 +297,9 @@ def detect(run: Run) -> Iterable[Finding]:
         reasons.append(f"{n_warned} sample(s) reported '{' / '.join(kinds)}' and were dropped from the loss")
 
     # a policy-gradient loss is 0 by construction whenever the advantages are (GRPO with equal rewards): not labels
-    zero = _zero_from_start(run) if not is_policy_gradient_run(run) else None
-    if zero is None and not is_policy_gradient_run(run):
+    policy = is_policy_gradient_run(run)
+    zero = _zero_from_start(run) if not policy else None
+    if zero is None and not policy:
         through = _zero_throughout(run)
         if through is not None:
             yield through

@@ -377,8 +377,8 @@ def detect(run: Run) -> Iterable[Finding]:
                   confidence=AFTER_NAN_CONFIDENCE if after_nan else GENERIC_CONFIDENCE,
                   title=f"Crashed with {exc_type}{at}" + (f": {known[0]}" if known else ""),
                   message=f"The run died{at}: {exc_type}: {_sentence(exc_msg[:300])}" + (f" This means {known[1]}." if known else "")
-                  + (" The loss was already non-finite before it: the exception may be that NaN's consequence (a sampling "
-                     "or a check on NaN values), so the NaN's cause comes first." if after_nan else ""),
+                  + (f" {onset.metric} was already non-finite before it: the exception may be that NaN's consequence (a "
+                     "sampling or a check on NaN values), so the NaN's cause comes first." if after_nan else ""),
                   # after a non-finite onset the exception is a candidate, not the run's established cause: inferred, so
                   # below the failure confidence it leaves the run inconclusive instead of "crash"
                   first_step=step, evidence=evidence, remedies=remedies, basis="inferred" if after_nan else "direct",

@@ -202,8 +202,7 @@ def _short_climb(run: Run, loss) -> Finding | None:
         return None
     lr = points(run, "learning_rate").finite_only()
     at_best, at_last = value_at(lr, best.step), value_at(lr, last.step)
-    rising = at_best is not None and at_last is not None and at_last.value > at_best.value > 0 or (
-        at_best is not None and at_last is not None and at_best.value == 0 < at_last.value)
+    rising = at_best is not None and at_last is not None and at_last.value > at_best.value >= 0
     evidence = [best.evidence(f"lowest loss {fmt(best.value)} at step {best.step}"
                               + (f" (lr {fmt(at_best.value)})" if at_best is not None else "")),
                 last.evidence(f"loss {fmt(last.value)} at step {last.step}, {last.value / best.value:.3g}x the lowest, rising "

@@ -137,8 +137,6 @@ def detect(run: Run) -> Iterable[Finding]:
 RISING = 1.3
 #: what a calm loss before the onset adds to the data suspect: above the LR's prior alone (0.16 vs 0.05 + 0.12)
 CALM_DATA = 0.12
-#: logs before the onset that the climb test looks at (as DATA001's calm-curve test)
-RECENT_LOGS = 8
 #: grad_norm this many times its early level before the onset = growing gradients
 GRAD_GROWTH = 4.0
 #: an LR below this cannot blow a run up by itself (the optimizer barely moves the weights)
@@ -214,7 +212,7 @@ def differential(run: Run, onset: Onset, at_start: bool) -> tuple[list[str], lis
         best, last = loss[loss.argmin()], loss[-1]
         # above its best, and out of its recent level (a noisy per-batch loss is at 1.3x its best half the time)
         if (best.value > 0 and last.value >= RISING * best.value and last.step > best.step
-                and rose_before(loss.values[-RECENT_LOGS:])):
+                and rose_before(loss.values)):
             score["lr"] += 0.15
             said["lr"] = _also(said["lr"], f"the loss climbed from {fmt(best.value)} (step {best.step}) to {fmt(last.value)} "
                                             f"(step {last.step}) first")

@@ -372,14 +372,15 @@ def parse_caffe(text: bytes, first_line: int, st: StepState, out: Collector,
     if not has(text, b"Iteration "):
         return
     lines = Lines(text, first_line)
-    for m in _CAFFE.finditer(text):
+    found = list(_CAFFE.finditer(text))
+    for m in found:
         step, key = int(m[1]), m[2].decode()
         out.add(step, key, float(m[3]), lines.at(m.start()))
         _mark(st, steps, used, m.start(), step, "caffe")
     if not has(text, b" net output #"):
         return
     marks = sorted([(m.start(), m) for m in _CAFFE_TESTING.finditer(text)]
-                   + [(m.start(), m) for m in _CAFFE.finditer(text)] + [(m.start(), m) for m in _CAFFE_OUTPUT.finditer(text)],
+                   + [(m.start(), m) for m in found] + [(m.start(), m) for m in _CAFFE_OUTPUT.finditer(text)],
                    key=lambda t: t[0])
     test_step = train_step = None
     prefix = "eval_"
