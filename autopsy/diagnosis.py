@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass, field
 
 from autopsy.causes import DAMAGE, PRIOR, explains
+from autopsy.metrics import PRIMARY_LOSSES, loss_like, stand_in_losses
 from autopsy.model import (
     CONDITIONAL_REMEDY,
     ROOT_CAUSES,
@@ -399,10 +400,14 @@ def _healthy_evidence(run: Run | None) -> str:
         return ""
     parts = []
     # the per-step loss; else an epoch summary's or the evaluation's (fairseq's train_loss, a run logging only val), or
-    # the perplexity a trainer prints instead (the Lua OpenNMT)
-    name = next((m for m in ("loss", "train_loss", "eval_loss", "ppl", "eval_ppl") if run.has_metric(m)), None)
-    loss = run.series(name) if name is not None else None
-    if loss is not None and len(loss):
+    # the perplexity a trainer prints instead (the Lua OpenNMT); else the run's own loss terms (faceswap's loss_A/loss_B)
+    name = next((m for m in PRIMARY_LOSSES if run.has_metric(m)), None)
+    if name is not None:
+        names = [name]
+    else:
+        names = stand_in_losses({m: len(run.series(m)) for m in run.metrics() if loss_like(m)})
+    for name in names:
+        loss = run.series(name)
         vals = [v for v in loss["value"].tolist() if math.isfinite(v)]
         steps = loss["step"].tolist()
         if vals:

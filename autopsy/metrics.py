@@ -111,3 +111,36 @@ RUNNING_LOSS_NAMES = frozenset({"avr_loss", "avg_loss", "loss_avg", "average_los
 #: metrics that detectors treat as "the" training loss signal
 LOSS_METRICS = ("loss",)
 NONFINITE_WATCH = ("loss", "grad_norm", "eval_loss")
+
+
+#: the series a report leads with when a run logs them (the per-step loss; an epoch summary's or the evaluation's;
+#: the perplexity a trainer prints instead, as the Lua OpenNMT does)
+PRIMARY_LOSSES = ("loss", "train_loss", "eval_loss", "ppl", "eval_ppl")
+#: "loss" as a part of a metric's name (``loss_cls``, ``train_mel_loss_before``, ``decode.loss_seg``, ``generator_loss``);
+#: not a path segment of its own (``ray/tune/loss``: a tracker's copy of the loss on its own step axis); a term after a
+#: path is one (Chainer/ESPnet1 ``main/loss_ctc``, ``train/loss_cls``)
+_LOSS_PART = re.compile(r"(?:^|[_.\s-])loss(?:$|[_/.\s-])|/loss[_.]")
+#: a camel-case loss term (GluonCV ``ObjLoss``/``BoxCenterLoss``, Keras-style ``CrossEntropyLoss``, ``TotalLoss``)
+_CAMEL_LOSS = re.compile(r"[a-z0-9]Loss(?:$|[A-Z0-9_/.\s-])")
+#: held-out series (``eval_loss_A``, ``val/loss_cls``): a stand-in loss only when the run logs no training one
+_HELD_OUT = re.compile(r"(?i)^(?:eval|val|valid|validation|test)[_/.]")
+
+
+def loss_like(metric: str) -> bool:
+    """A loss, a loss term or a watched training signal by its name (``grad_norm`` included: detectors watch it)."""
+    m = metric.lower()
+    if m in SUMMARY_KEYS or m.startswith("loss_scale") or m.endswith("loss_scale"):
+        return False
+    return (m in NONFINITE_WATCH or m.startswith("loss") or _LOSS_PART.search(m) is not None
+            or _CAMEL_LOSS.search(metric) is not None)
+
+
+def stand_in_losses(counts: dict[str, int], limit: int = 2) -> list[str]:
+    """When a run logs none of PRIMARY_LOSSES: the loss-like series a report shows instead (per-model or per-term
+    losses, e.g. faceswap's ``loss_A``/``loss_B``), training ones first, then the most logged, at most ``limit``.
+    ``counts``: metric name -> number of points."""
+    if any(m in counts for m in PRIMARY_LOSSES):
+        return []
+    got = [m for m, n in counts.items() if n and loss_like(m) and m not in NONFINITE_WATCH]
+    got.sort(key=lambda m: (_HELD_OUT.match(m) is not None, -counts[m], m))
+    return got[:limit]

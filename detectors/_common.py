@@ -16,6 +16,7 @@ from typing import Any, overload
 
 import numpy as np
 
+from autopsy.metrics import _LOSS_PART, loss_like
 from autopsy.model import Checkpoint, Event, Evidence, Run
 from detectors.knobs import HF_FRAMEWORKS
 
@@ -385,21 +386,6 @@ def not_computed(run: Run, metric: str, pts: Series) -> bool:
     # no total loss logged (mmseg's decode.loss_seg, per-head terms): another loss term finite at every log computes
     return any(m != metric and loss_like(m) and len(p := points(run, m)) and bool(p.finite.all())
                for m in run.metrics() if m not in WATCHED)
-
-
-#: "loss" as a part of a metric's name (``loss_cls``, ``train_mel_loss_before``, ``decode.loss_seg``, ``generator_loss``);
-#: not a path segment of its own (``ray/tune/loss``: a tracker's copy of the loss on its own step axis); a term after a
-#: path is one (Chainer/ESPnet1 ``main/loss_ctc``, ``train/loss_cls``)
-_LOSS_PART = re.compile(r"(?:^|[_.\s-])loss(?:$|[_/.\s-])|/loss[_.]")
-#: a camel-case loss term (GluonCV ``ObjLoss``/``BoxCenterLoss``, Keras-style ``CrossEntropyLoss``, ``TotalLoss``)
-_CAMEL_LOSS = re.compile(r"[a-z0-9]Loss(?:$|[A-Z0-9_/.\s-])")
-
-
-def loss_like(metric: str) -> bool:
-    m = metric.lower()
-    if m in SUMMARY_METRICS or m.startswith("loss_scale") or m.endswith("loss_scale"):
-        return False
-    return m in WATCHED or m.startswith("loss") or _LOSS_PART.search(m) is not None or _CAMEL_LOSS.search(metric) is not None
 
 
 #: exact-zero losses that start within this many logs after a spike are the spike's hidden non-finite window

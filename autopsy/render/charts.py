@@ -17,6 +17,8 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
+from autopsy.metrics import stand_in_losses
+
 #: panels: title metric -> metrics drawn in it (eval loss overlaid on the training loss)
 PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("loss", ("loss", "eval_loss")),
@@ -30,6 +32,8 @@ MAX_EXTRA_PANELS = 3
 COLORS = {"loss": "#2563eb", "eval_loss": "#ea580c", "ppl": "#1d4ed8", "eval_ppl": "#c2410c", "grad_norm": "#7c3aed",
           "learning_rate": "#059669", "loss_scale": "#0e7490"}
 EXTRA_COLOR = "#475569"
+#: stand-in losses (:func:`autopsy.metrics.stand_in_losses`) take the loss panel's colours, in order
+STAND_IN_COLORS = ("#2563eb", "#ea580c")
 #: finite values whose max/min(|v| > 0) ratio exceeds this are drawn on a log or symlog axis
 LOG_SPAN = 1e3
 WIDTH, HEIGHT = 800, 190
@@ -311,6 +315,13 @@ def build_panels(series_raw: Any, markers: Iterable[Marker]) -> list[Panel]:
     loaded = {str(k): s for k, v in series_raw.items() if (s := load_series(v, str(k))) is not None}
     groups: list[tuple[str, list[Series]]] = []
     used: set[str] = set()
+    colors = COLORS
+    # a run logging no loss by that name (per-model or per-term losses only): those lead, in the loss panel's colours
+    stand_ins = stand_in_losses({n: len(s.steps) for n, s in loaded.items()})
+    if stand_ins:
+        groups.append(("loss", [loaded[n] for n in stand_ins]))
+        used.update(stand_ins)
+        colors = {**COLORS, **dict(zip(stand_ins, STAND_IN_COLORS))}
     for title, names in PANELS:
         got = [loaded[n] for n in names if n in loaded]
         if got:
@@ -325,4 +336,4 @@ def build_panels(series_raw: Any, markers: Iterable[Marker]) -> list[Panel]:
     steps = [st for _, ss in groups for s in ss for st in (s.steps[0], s.steps[-1])]
     lo, hi = min(steps), max(steps)
     lo = min([lo] + [m.step for m in markers if m.kind == "onset"])
-    return [draw_panel(t, ss, (lo, hi), markers, COLORS) for t, ss in groups]
+    return [draw_panel(t, ss, (lo, hi), markers, colors) for t, ss in groups]

@@ -20,6 +20,7 @@ import math
 import re
 from typing import Any
 
+from autopsy.metrics import stand_in_losses
 from autopsy.render import charts, comparison, view
 
 #: GitHub rejects comments over 65,536 characters; keep a margin for the user's own words
@@ -123,6 +124,9 @@ def sparkline(series: charts.Series, lo_step: int, hi_step: int, width: int = SP
 def curves(report: dict[str, Any], onset: int | None) -> str:
     raw = view.d(view.d(report.get("run")).get("series"))
     loaded = [s for m in SPARK_METRICS if (s := charts.load_series(raw.get(m), m)) is not None]
+    # a run logging no loss by that name: its own loss terms (faceswap's loss_A/loss_B) lead instead
+    terms = {str(k): len(v.get("steps") or ()) for k, v in raw.items() if isinstance(v, dict)}
+    loaded[:0] = [s for m in stand_in_losses(terms) if (s := charts.load_series(raw.get(m), m)) is not None]
     if not loaded:
         return ""
     lo = min(s.steps[0] for s in loaded)
