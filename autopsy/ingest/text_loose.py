@@ -36,6 +36,7 @@ from autopsy.ingest.text_metrics import (
     StepMarks,
     StepState,
     Used,
+    epoch_local_step,
     finditer_at,
     has,
     is_loss_like,
@@ -160,8 +161,10 @@ def _raw_key(m: re.Match[bytes]) -> bytes:
 
 def _loose_key(raw: str) -> str:
     k = raw.lower().replace(" ", "_")
-    if k.split("_", 1)[0] in _EVAL_WORDS:
-        return "eval_loss"
+    first, _, rest = k.partition("_")
+    if first in _EVAL_WORDS:
+        # a held-out loss; another held-out metric keeps its name (``valid ppl`` is eval_ppl, not the loss)
+        return "eval_loss" if not rest or "loss" in rest or rest == "cost" else f"eval_{rest}"
     if k in ("loss", "train_loss", "training_loss", "total_loss", "batch_loss"):
         return "loss"
     return k  # avg_loss, mean_loss: kept under their own name
@@ -953,7 +956,12 @@ _CELL_VALUE = re.compile(rb"[ \t]*([A-Za-z][\w./@-]{0,30}(?: [A-Za-z][\w./@-]{0,
 #: a tqdm cell (``Step: 100%``) is not one
 _CELL_COUNTER = re.compile(rb"[^\w|%]{0,12}?[ \t]*(Epoch|EPOCH|epoch|Step|STEP|step|Iter|ITER|iter|Iteration|iteration|Batch|"
                            rb"batch)[ \t]*[:#]?[ \t]*\[?[ \t]*(\d+)[ \t]*(?:/[ \t]*(\d+)[ \t]*)?\]?[ \t]*\Z")
-#: a line holds at least this many value cells besides its counter
+#: a within-epoch counter cell with its total and unit after it (pytorch/examples word_language_model, the PyTorch
+#: nn.Transformer tutorial, AWD-LSTM: ``| epoch   1 |   200/ 2983 batches | lr 20.00 | ... | loss  7.63 | ppl  2063.80``)
+_CELL_OF_TOTAL = re.compile(rb"[ \t]*(\d+)[ \t]*/[ \t]*(\d+)[ \t]+(?:batches|batch|steps|iters|iterations)[ \t]*\Z")
+#: the cell of those scripts' validation line: ``| end of epoch   1 | time: 140.62s | valid loss  5.54 | valid ppl 254.71``
+_CELL_EPOCH_END = re.compile(rb"[ \t]*(?:end of|End of|END OF)[ \t]+(?:epoch|Epoch|EPOCH)[ \t]*(\d+)[ \t]*\Z")
+#: a line holds at least this many value cells besides its counter (an end-of-epoch line: one loss is enough)
 MIN_VALUE_CELLS = 2
 
 
@@ -972,20 +980,39 @@ def parse_pipe_cells(text: bytes, first_line: int, st: StepState, out: Collector
             continue
         counters: dict[str, tuple[int, int | None]] = {}
         values: list[tuple[str, float]] = []
+        epoch_end = None
         for cell in line.split(b"|"):
             c = _CELL_COUNTER.match(cell)
             if c is not None:
                 counters.setdefault(c[1].decode().lower()[:4], (int(c[2]), int(c[3]) if c[3] else None))
                 continue
+            c = _CELL_OF_TOTAL.match(cell)
+            if c is not None:
+                counters.setdefault("batc", (int(c[1]), int(c[2])))
+                continue
+            c = _CELL_EPOCH_END.match(cell)
+            if c is not None:
+                epoch_end = int(c[1])
+                continue
             v = _CELL_VALUE.match(cell)
             if v is not None:
                 values.append((v[1].decode(), float(v[2])))
-        if not counters or len(values) < MIN_VALUE_CELLS or not any(is_loss_like(k.lower()) for k, _ in values):
+        if not any(is_loss_like(k.lower()) for k, _ in values):
+            continue
+        if epoch_end is not None and not counters:
+            # the epoch's validation, after its last training log: at that log's step (the epoch without one)
+            step = st.last_step if st.last_step is not None else epoch_end
+            at = lines.at(ls)
+            for k, v in values:
+                out.add(step, _loose_key(k), v, at)
+            used.add(ls)
+            continue
+        if not counters or len(values) < MIN_VALUE_CELLS:
             continue
         if "step" in counters or "iter" in counters:
             step = (counters.get("step") or counters["iter"])[0]
-        elif "epoc" in counters and "batc" in counters and counters["batc"][1]:
-            step = counters["epoc"][0] * counters["batc"][1] + counters["batc"][0]
+        elif "epoc" in counters and "batc" in counters:  # a batch counter that restarts every epoch, or not
+            step = epoch_local_step(st, "pipe", counters["epoc"][0], *counters["batc"])
         else:
             step = (counters.get("epoc") or counters["batc"])[0]
         at = lines.at(ls)

@@ -1,0 +1,74 @@
+"""Round 30 (2026-11-28): formats found unread or misread while working through the new held-out sets, each fixed for its
+family; every log is quoted from its thread, with guards for the cousins."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.test_unseen_logs import _run, _series, _verdict
+
+
+def _steps(a, metric: str) -> list[int]:
+    return a.run.arrays(metric).steps.tolist()
+
+
+# https://github.com/zihangdai/mos/issues/12 (as pasted; MoS on AWD-LSTM, whose log lines are pytorch/examples'
+# word_language_model's and the PyTorch nn.Transformer tutorial's): "N/ M batches" restarts every epoch, and the
+# validation line of each epoch is "| end of epoch N | time: ... | valid loss X | valid ppl Y"
+MOS_12 = """| epoch  25 |   800/ 1106 batches | lr 20.00 | ms/batch 107.03 | loss  4.02 | ppl    55.54
+| epoch  25 |  1000/ 1106 batches | lr 20.00 | ms/batch 110.10 | loss  4.05 | ppl    57.62
+-----------------------------------------------------------------------------------------
+| end of epoch  25 | time: 127.27s | valid loss  4.35 | valid ppl    77.44
+-----------------------------------------------------------------------------------------
+Saving Normal!
+| epoch  26 |   200/ 1106 batches | lr 20.00 | ms/batch 109.52 | loss  4.09 | ppl    59.98
+| epoch  26 |   400/ 1106 batches | lr 20.00 | ms/batch 107.39 | loss  3.97 | ppl    53.22
+| epoch  26 |   600/ 1106 batches | lr 20.00 | ms/batch 107.96 | loss  3.99 | ppl    53.94
+| epoch  26 |   800/ 1106 batches | lr 20.00 | ms/batch 109.01 | loss  4.01 | ppl    55.15
+| epoch  26 |  1000/ 1106 batches | lr 20.00 | ms/batch 106.62 | loss  4.04 | ppl    56.81
+-----------------------------------------------------------------------------------------
+| end of epoch  26 | time: 127.08s | valid loss  4.35 | valid ppl    77.75
+-----------------------------------------------------------------------------------------
+| epoch  27 |   200/ 1106 batches | lr 20.00 | ms/batch 108.88 | loss  4.06 | ppl    58.18
+| epoch  27 |   400/ 1106 batches | lr 20.00 | ms/batch 108.70 | loss  3.95 | ppl    51.89
+"""
+
+
+def test_batches_of_total_cells_and_the_end_of_epoch_validation_are_read(tmp_path: Path):
+    a = _run(tmp_path, MOS_12)
+    assert _verdict(a) == ("healthy", "healthy")
+    # one point per log line (the epoch alone gave 9 points on 3 steps); each epoch adds its 1106 batches
+    assert _steps(a, "loss") == [800, 1000, 1306, 1506, 1706, 1906, 2106, 2412, 2612]
+    assert _series(a, "loss")[:3] == [4.02, 4.05, 4.09]
+    # the validation after each epoch's last training log, and its perplexity under its own name
+    assert _steps(a, "eval_loss") == [1000, 2106] and _series(a, "eval_loss") == [4.35, 4.35]
+    assert _series(a, "eval_ppl") == [77.44, 77.75]
+
+
+def test_end_of_epoch_lines_need_a_loss_and_counters_need_their_unit(tmp_path: Path):
+    # no loss among the values: an accuracy report, not read as a validation loss; "N/M" without "batches" is no counter
+    log = ("| end of epoch   1 | time: 12.00s | valid acc  0.51 | valid f1  0.40\n"
+           "|   200/ 2983 | lr 20.00 | loss  7.63 | ppl  2063.80\n")
+    a = _run(tmp_path, log)
+    assert a.run.arrays("eval_loss") is None and a.run.arrays("eval_acc") is None
+    assert a.run.arrays("loss") is None or _steps(a, "loss") != [200]
+
+
+# https://github.com/facebookresearch/fairseq/issues/301 (as pasted, the epoch 5 lines between 4000 and 8000 cut): the
+# old fairseq prints the validation as "| valid loss 3.69 | valid ppl 12.94"; the perplexity was read as a second
+# eval_loss at the same step
+FAIRSEQ_301 = """| epoch 004 | valid on 'valid' subset  1000 / 1311 loss=3.24
+| epoch 004 | valid on 'valid' subset | valid loss 3.69 | valid ppl 12.94
+| epoch 005  1000 / 8223 loss=2.17 (3.20), wps=959, wpb=897, bsz=32, lr=0.001, clip=100%, gnorm=2.7374
+| epoch 005  2000 / 8223 loss=2.20 (3.14), wps=960, wpb=900, bsz=32, lr=0.001, clip=100%, gnorm=2.7204
+| epoch 005  3000 / 8223 loss=3.52 (3.08), wps=960, wpb=899, bsz=32, lr=0.001, clip=100%, gnorm=2.6783
+| epoch 005 | train loss 2.92 | train ppl 7.59 | s/checkpoint    7748 | words/s    961 | words/batch    906 | bsz    32 | lr 0.001000 | clip 100% | gnorm 2.6727
+| epoch 005 | valid on 'valid' subset  1000 / 1311 loss=2.72
+| epoch 005 | valid on 'valid' subset | valid loss 3.13 | valid ppl 8.78
+"""
+
+
+def test_a_held_out_perplexity_is_not_the_held_out_loss(tmp_path: Path):
+    a = _run(tmp_path, FAIRSEQ_301)
+    assert _series(a, "eval_loss") == [3.69, 3.13]
+    assert _series(a, "eval_ppl") == [12.94, 8.78]
