@@ -72,3 +72,23 @@ def test_a_held_out_perplexity_is_not_the_held_out_loss(tmp_path: Path):
     a = _run(tmp_path, FAIRSEQ_301)
     assert _series(a, "eval_loss") == [3.69, 3.13]
     assert _series(a, "eval_ppl") == [12.94, 8.78]
+
+
+def test_fairseq_before_num_updates_reads_its_epoch_counter_and_summaries(tmp_path: Path):
+    a = _run(tmp_path, FAIRSEQ_301)
+    # the per-log loss at the epoch's counter (was numbered 6, 7, 8 after the summary's epoch 5), its own gnorm and lr
+    assert _steps(a, "loss") == [1000, 2000, 3000] and _series(a, "loss") == [2.17, 2.20, 3.52]
+    assert _series(a, "grad_norm") == [2.7374, 2.7204, 2.6783]
+    # the epoch summary is a summary series at the epoch's last log, not a fourth per-log loss
+    assert _steps(a, "train_loss") == [3000] and _series(a, "train_loss") == [2.92]
+    assert _steps(a, "eval_loss") == [0, 3000]  # epoch 4's validation comes before any log of this paste
+
+
+def test_new_fairseq_lines_are_not_read_as_the_old_form(tmp_path: Path):
+    # https://github.com/facebookresearch/fairseq/issues/514 (two lines as pasted): num_updates is the step, as before
+    log = ("| epoch 009:   1000 / 2737 loss=6.220, nll_loss=5.070, ppl=33.60, wps=12800, ups=4.7, wpb=2568, bsz=108, "
+           "num_updates=22897, lr=0.000208983, gnorm=1.242, clip=0%, oom=0, wall=4847, train_wall=4501\n"
+           "| epoch 009:   2000 / 2737 loss=6.234, nll_loss=5.086, ppl=33.96, wps=12811, ups=4.8, wpb=2571, bsz=108, "
+           "num_updates=23897, lr=0.000204564, gnorm=1.242, clip=0%, oom=0, wall=5048, train_wall=4693\n")
+    a = _run(tmp_path, log)
+    assert _steps(a, "loss") == [22897, 23897]

@@ -176,6 +176,10 @@ FAIRSEQ_KEYS = {"loss": "loss", "nll_loss": "nll_loss", "gnorm": "grad_norm", "l
                 "loss_scale": "loss_scale", "ppl": "ppl"}
 _FS_INNER = re.compile(rb"epoch (\d+):\s+(\d+) / (\d+) ([^\n\r]{0,4000})")
 _FS_EQ = re.compile(rb"([A-Za-z_][\w]{0,40})=(" + NUM + rb")(?![\w.])")
+#: fairseq before num_updates (0.4-0.5, 2018): ``| epoch 005  1000 / 8223 loss=2.17 (3.20), wps=959, ..., gnorm=2.7374``
+#: (the running mean in brackets), an epoch-local counter; its summaries ``| epoch 005 | train loss 2.92 | train ppl 7.59``
+_FS_OLD_INNER = re.compile(rb"\| epoch (\d+)[ \t]+(\d+) / (\d+) (loss=[^\n\r]{0,4000})")
+_FS_OLD_PAIR = re.compile(rb"\| (?:train |valid )?([A-Za-z_][\w/]{0,40}) (" + NUM + rb")(?= \||\s*$)")
 _FS_PIPES = re.compile(rb"epoch (\d+) \| ((?:valid on '[^'\n]{0,60}' subset \| )?)([^\n\r]{0,4000})")
 _FS_PIPE_PAIR = re.compile(rb"\| ([A-Za-z_][\w]{0,40}) (" + NUM + rb")(?= \||\s*$)")
 #: JsonProgressBar records: ``| INFO | train_inner | {...}`` (fairseq_cli logging) and
@@ -235,6 +239,8 @@ def parse_fairseq(text: bytes, first_line: int, st: StepState, out: Collector,
             prefix = "valid_" if m[2] else "train_"
             if _fairseq_add(out, step, lines.at(m.start()), pairs, prefix):
                 _mark(st, steps, used, m.start(), step, "fairseq")
+    elif has(text, b"epoch ") and has(text, b"loss="):
+        _parse_fairseq_old(text, first_line, st, out, steps, used)
     if has(text, b"| {") or has(text, b"] - {"):
         lines = Lines(text, first_line)
         for m in _FS_JSON.finditer(text):
@@ -257,6 +263,28 @@ def parse_fairseq(text: bytes, first_line: int, st: StepState, out: Collector,
             prefix = {"train_inner": "", "train": "train_", "valid": "valid_", "test": "test_"}[tag]
             if _fairseq_add(out, step, lines.at(m.start()), pairs, prefix):
                 _mark(st, steps, used, m.start(), step, "fairseq")
+
+
+def _parse_fairseq_old(text: bytes, first_line: int, st: StepState, out: Collector, steps: StepMarks,
+                       used: Used) -> None:
+    """fairseq 0.4-0.5: the per-log loss at the epoch-local counter made run-wide (:func:`epoch_local_step`); an
+    epoch's ``train``/``valid`` summary line at the step of the last log above it (0 before any)."""
+    inner = list(_FS_OLD_INNER.finditer(text))
+    if not inner and "fairseq_old" not in st.epoch_base:
+        return
+    lines = Lines(text, first_line)
+    rows = sorted([(m.start(), 0, m) for m in inner] + [(m.start(), 1, m) for m in _FS_PIPES.finditer(text)],
+                  key=lambda r: r[0])
+    for pos, summary, m in rows:
+        if not summary:
+            pairs = [(k.decode(), float(v)) for k, v in _FS_EQ.findall(m[4])]
+            step = epoch_local_step(st, "fairseq_old", int(m[1]), int(m[2]), int(m[3]))
+            if _fairseq_add(out, step, lines.at(pos), pairs, ""):
+                _mark(st, steps, used, pos, step, "fairseq")
+            continue
+        pairs = [(k.decode(), float(v)) for k, v in _FS_OLD_PAIR.findall(b"| " + m[3])]
+        if _fairseq_add(out, st.last_step or 0, lines.at(pos), pairs, "valid_" if m[2] else "train_"):
+            used.add(pos)
 
 
 def _json_record(text: bytes, head: bytes, end: int) -> object:
