@@ -34,7 +34,7 @@ from dataclasses import replace
 from typing import Any
 
 from autopsy.model import Event, Evidence, Finding, Run
-from detectors._common import checkpoint_state, event_evidence, nonfinite_onset, step_near
+from detectors._common import checkpoint_state, event_evidence, loss_like, nonfinite_onset, step_near
 from detectors.knobs import knob, sentence
 
 CODE = "CRASH001"
@@ -292,6 +292,24 @@ def _iterator_ran_dry(fatal: Event, step: int | None, at: str, evidence: list[Ev
         first_step=step, evidence=evidence, remedies=remedies, basis="inferred", symptom="stopped_early")
 
 
+def _no_batches(fatal: Event, at: str, evidence: list[Evidence]) -> Finding:
+    """A division by zero before any loss was logged: the usual divisor is the number of batches an epoch yielded (the
+    epoch's mean loss, steps per epoch, a scheduler's total steps), zero when the loader yields nothing."""
+    return Finding(
+        code=CODE, name=SLUG, root_cause="data_exhausted", severity="error", confidence=GENERIC_CONFIDENCE,
+        title=f"ZeroDivisionError{at} before any loss was logged: the data loader most likely yielded no batch",
+        message=("The run died with a division by zero before it logged a single loss. What a training script divides by "
+                 "at that point is a count of batches (the epoch's mean loss, steps per epoch, the scheduler's total "
+                 "steps), and it is 0 when the loader yields nothing: an empty or wrongly pointed dataset, or fewer "
+                 "samples than one batch with drop_last=True."),
+        first_step=fatal.step, evidence=evidence,
+        remedies=["Print len(dataset) and len(dataloader) before training: make the batch size at most the number of "
+                  "samples (or drop_last=False), and check that the data path holds the files the loader expects.",
+                  "If both are non-zero, the divisor is elsewhere: fix the ZeroDivisionError at the frame named in the "
+                  "traceback (a warmup or total-step count of 0)."],
+        basis="inferred", symptom="crash")
+
+
 def detect(run: Run) -> Iterable[Finding]:
     short = _input_exhausted(run)
     if short is not None:
@@ -339,6 +357,9 @@ def detect(run: Run) -> Iterable[Finding]:
         return
     if exc_type == "StopIteration" and not after_nan:
         yield _iterator_ran_dry(fatal, step, at, evidence, resume)
+        return
+    if exc_type.endswith("ZeroDivisionError") and not after_nan and not any(loss_like(m) for m in run.metrics()):
+        yield _no_batches(fatal, at, evidence)
         return
     known = _known_message(f"{exc_msg} {fatal.message}" + (f" frame: {_frame_text(frame)}" if frame else ""))
     remedies = list(known[2]) if known else [f"Fix the {exc_type} named in the traceback (see the frame it was raised in)."]

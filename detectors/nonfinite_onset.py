@@ -75,7 +75,10 @@ def detect(run: Run) -> Iterable[Finding]:
                                         f"({bad.size} of {len(pts)} logs non-finite)"))
     ck_ev, resume = checkpoint_evidence(run, onset.step)
     evidence.extend(ck_ev)
-    at = f"step {onset.step}" if onset.step is not None else "the end of the log"
+    # a message with no step to place it: where it was printed (a traceback's stop is at the end anyway)
+    at = (f"step {onset.step}" if onset.step is not None else
+          f"{onset.evidence.where} of {onset.evidence.artifact}" if onset.message and onset.evidence.where.startswith("line ")
+          else "the end of the log")
     shape = "hidden as loss 0.0 by logging_nan_inf_filter" if onset.hidden_zero else (
         "then finite again (particular batches)" if onset.recovered and not onset.persistent else
         "then finite and non-finite in turn, non-finite at the last log" if onset.recovered else "and it stays non-finite")

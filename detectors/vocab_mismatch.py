@@ -36,7 +36,11 @@ ROOT_CAUSE = "vocab_mismatch"
 NEEDS = ("events", "config")
 NEEDS_ANY = True
 
-INDEX_RE = re.compile(r"index out of range in self|srcIndex < srcSelectDimSize", re.IGNORECASE)
+#: transformers' CTC heads (Wav2Vec2/HuBERT/WavLM/Data2VecAudio/SEW/UniSpeech/Wav2Vec2-BERT ...ForCTC.forward) check the
+#: labels first: ``raise ValueError(f"Label values must be <= vocab_size: {self.config.vocab_size}")``
+CTC_LABELS_RE = re.compile(r"Label values must be <= vocab_size: (\d+)")
+INDEX_RE = re.compile(r"index out of range in self|srcIndex < srcSelectDimSize|Label values must be <= vocab_size: \d+",
+                      re.IGNORECASE)
 EMBEDDING_RE = re.compile(r"embedding|embed_tokens|wte\b|word_embeddings|srcIndex < srcSelectDimSize", re.IGNORECASE)
 POSITION_RE = re.compile(r"position|wpe\b|max_position_embeddings", re.IGNORECASE)
 REFS = ["https://github.com/huggingface/transformers/issues/11102", "https://github.com/huggingface/transformers/issues/12763",
@@ -64,6 +68,24 @@ def detect(run: Run) -> Iterable[Finding]:
         evidence.append(fact_evidence(tok_v[1], f"tokenizer vocabulary = {int(tok_v[0])}"))
         evidence.append(fact_evidence(model_v[1], f"model vocab_size = {int(model_v[0])}: ids "
                                                   f"{int(model_v[0])}..{int(tok_v[0]) - 1} have no embedding row"))
+    ctc = next(((e, m) for e, text in crashes if (m := CTC_LABELS_RE.search(text))), None)
+    if ctc is not None:
+        e, m = ctc
+        yield Finding(
+            code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.85,
+            title="Label ids exceed the CTC head's vocabulary",
+            message=(f"The CTC model refused a batch whose label ids reach its vocab_size {m[1]}: the labels were encoded "
+                     "with a larger vocabulary (the tokenizer's vocab.json) than the head was built with: "
+                     f"{e.message.strip().splitlines()[-1][:160]}."),
+            first_step=e.step, evidence=[event_evidence(e)] + evidence, basis="direct", symptom="crash",
+            remedies=["Build the CTC head from the processor that encodes the labels: from_pretrained(..., "
+                      "vocab_size=len(processor.tokenizer), pad_token_id=processor.tokenizer.pad_token_id); a script "
+                      "made for another language keeps that language's vocab_size.",
+                      "Rebuild vocab.json from this dataset's own transcripts (every character of the training text) and "
+                      "encode the labels again; check max(label ids) < vocab_size on the data before training."],
+            references=["https://huggingface.co/blog/fine-tune-w2v2-bert"],
+        )
+        return
     if crashes:
         e, text = crashes[0]
         in_embedding = bool(EMBEDDING_RE.search(text))

@@ -92,3 +92,120 @@ def test_new_fairseq_lines_are_not_read_as_the_old_form(tmp_path: Path):
            "num_updates=23897, lr=0.000204564, gnorm=1.242, clip=0%, oom=0, wall=5048, train_wall=4693\n")
     a = _run(tmp_path, log)
     assert _steps(a, "loss") == [22897, 23897]
+
+
+# https://github.com/NVIDIA/flowtron/issues/42 (the whole paste): Flowtron's get_mask_from_lengths built its mask with
+# .byte(); on torch >= 1.2 ~mask is a bitwise NOT (1 -> 254, 0 -> 255) and masks everything; the maintainer's fix was
+# .bool(). "10232:  nan" is Flowtron's own "iteration: loss" print, too bare to read as a loss
+FLOWTRON_42 = """10232:  nan
+WARNING:root:NaN or Inf found in input tensor.
+/opt/conda/conda-bld/pytorch_1579040055865/work/aten/src/ATen/native/cuda/LegacyDefinitions.cpp:19: UserWarning: masked_fill_ received a mask with dtype torch.uint8, this behavior is now deprecated,please use a mask with dtype torch.bool instead.
+/opt/conda/conda-bld/pytorch_1579040055865/work/aten/src/ATen/native/cuda/LegacyDefinitions.cpp:19: UserWarning: masked_fill_ received a mask with dtype torch.uint8, this behavior is now deprecated,please use a mask with dtype torch.bool instead.
+"""
+
+
+def test_a_uint8_mask_warning_beside_a_nan_names_the_byte_mask_bug(tmp_path: Path):
+    a = _run(tmp_path, FLOWTRON_42)
+    assert _verdict(a) == ("failed", "framework_bug")  # was healthy: nothing read said NaN
+    fw = next(f for f in a.diagnosis.findings if f.code == "FW001")
+    assert "KI-TORCH-006" in fw.title and any(".bool()" in r for r in fw.remedies)
+    # the tensorboardX warning is the non-finite evidence, at the line it was printed
+    num = next(f for f in a.diagnosis.findings if f.code == "NUM001")
+    assert "line 2 of log.txt" in num.title and "tensorboardX" in num.message
+
+
+def test_a_uint8_mask_warning_without_a_nan_names_nothing(tmp_path: Path):
+    # the same deprecation warning (flowtron#42's line) in a run whose losses stay finite (lines in Flowtron's
+    # "iteration: loss" form would not be read; a plain "step N loss X" form here): no bug to name
+    log = FLOWTRON_42.split("\n")[2] + "\n" + "".join(f"step {i} loss {3.0 - 0.2 * i:.3f}\n" for i in range(1, 8))
+    a = _run(tmp_path, log)
+    assert _verdict(a) == ("healthy", "healthy")
+    assert not any(f.code == "FW001" for f in a.diagnosis.findings)
+
+
+def test_the_tensorboardx_nan_warning_is_harmless_beside_loss_scale_overflows(tmp_path: Path):
+    # apex/DeepSpeed fp16 loss scaling skips steps whose gradients overflowed, and a logger may write that step's inf
+    # norm: the warning is then expected (apex's "Gradient overflow.  Skipping step" message form)
+    log = ("WARNING:root:NaN or Inf found in input tensor.\n"
+           "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 4096.0\n"
+           + "".join(f"step {i} loss {3.0 - 0.2 * i:.3f}\n" for i in range(1, 8)))
+    a = _run(tmp_path, log)
+    assert not any(f.code == "NUM001" for f in a.diagnosis.findings)
+
+
+# https://github.com/FanChiMao/CMFNet/issues/3 (the whole paste, the progress bar cut): only tensorboardX's warning and
+# NaN PSNR/SSIM validation lines, in a form not read as metrics
+CMFNET_3 = """NaN or Inf found in input tensor.
+NaN or Inf found in input tensor.
+NaN or Inf found in input tensor.
+[epoch 8 PSNR: nan --- best_epoch 3 Best_PSNR 23.9811]
+[epoch 8 SSIM: nan --- best_epoch 5 Best_SSIM 0.8553]
+"""
+
+
+def test_the_tensorboardx_nan_warning_alone_is_a_nonfinite_onset(tmp_path: Path):
+    a = _run(tmp_path, CMFNET_3)
+    assert _verdict(a) == ("inconclusive", "unknown")  # was "nothing to judge"
+    num = next(f for f in a.diagnosis.findings if f.code == "NUM001")
+    assert num.title == "Training went non-finite at line 1 of log.txt"
+
+
+# https://github.com/phineas-pta/fine-tune-whisper-vi/issues/1 (the Colab traceback as pasted, its link markup kept): a
+# script made for one language's characters run on another's; transformers' CTC heads check the labels first
+W2V2_BERT_CTC = """---------------------------------------------------------------------------
+ValueError                                Traceback (most recent call last)
+[<ipython-input-11-c697ed9ea325>](https://localhost:8080/#) in <cell line: 1>()
+----> 1 TRAINER.train()  # resume_from_checkpoint=True  # only if resume
+
+9 frames
+[/usr/local/lib/python3.10/dist-packages/transformers/models/wav2vec2_bert/modeling_wav2vec2_bert.py](https://localhost:8080/#) in forward(self, input_features, attention_mask, output_attentions, output_hidden_states, return_dict, labels)
+   1245         if labels is not None:
+   1246             if labels.max() >= self.config.vocab_size:
+-> 1247                 raise ValueError(f"Label values must be <= vocab_size: {self.config.vocab_size}")
+   1248 
+   1249             # retrieve loss input_lengths from attention_mask
+
+ValueError: Label values must be <= vocab_size: 29
+"""
+
+
+def test_ctc_label_ids_beyond_the_head_are_a_vocabulary_mismatch(tmp_path: Path):
+    a = _run(tmp_path, W2V2_BERT_CTC)
+    assert _verdict(a) == ("failed", "vocab_mismatch")  # was "crash"
+    f = next(f for f in a.diagnosis.findings if f.code == "VOCAB001")
+    assert "vocab_size 29" in f.message and any("len(processor.tokenizer)" in r for r in f.remedies)
+
+
+def test_the_source_line_of_that_check_alone_is_no_event(tmp_path: Path):
+    # the raise statement printed in a traceback names no number: not the error itself
+    a = _run(tmp_path, 'raise ValueError(f"Label values must be <= vocab_size: {self.config.vocab_size}")\n')
+    assert not a.run.events_of("index_out_of_range")
+
+
+# https://github.com/tsurumeso/vocal-remover/issues/2 (as pasted, the command line and three of the five file pairs cut):
+# five pairs of files for a batch of more; the epoch's mean loss divides by the number of batches, 0
+VOCALREMOVER_2 = """03_test_mix.wav 03_test_inst.wav
+01_test_mix.wav 01_test_inst.wav
+100%|████████████████████████████████████████████████████████████████████████████████████████████████████████████████████████████████████| 5/5 [01:52<00:00, 22.41s/it]
+0it [00:00, ?it/s]
+# epoch 0
+  * inner epoch 0
+Traceback (most recent call last):
+  File "train.py", line 133, in <module>
+    train_loss = sum_loss / len(X_train)
+ZeroDivisionError: division by zero
+"""
+
+
+def test_a_division_by_zero_before_any_loss_is_an_empty_loader(tmp_path: Path):
+    a = _run(tmp_path, VOCALREMOVER_2)
+    assert _verdict(a) == ("failed", "data_exhausted")  # was "crash"
+    f = next(f for f in a.diagnosis.findings if f.code == "CRASH001")
+    assert "yielded no batch" in f.title and any("len(dataloader)" in r for r in f.remedies)
+
+
+def test_a_division_by_zero_after_logged_losses_stays_a_crash(tmp_path: Path):
+    # the same traceback after three logged losses: the loader did yield batches
+    log = "".join(f"step {i} loss {3.0 - 0.2 * i:.3f}\n" for i in range(1, 4)) + VOCALREMOVER_2.split("# epoch 0\n")[1]
+    a = _run(tmp_path, log)
+    assert _verdict(a) == ("failed", "crash")

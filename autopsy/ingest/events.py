@@ -33,7 +33,7 @@ EVENT_KINDS = (
     "empty_tensor_load", "nan_input", "labels_masked", "no_trainable_params", "native_abort", "input_exhausted",
     "collective_timeout", "loss_rejected", "ctc_no_alignment", "ctc_lengths", "vae_nan", "missing_keys", "grad_skip",
     "no_labels_found", "loss_diverged", "resumed", "loss_shape_mismatch", "checkpoint_not_found", "darknet_region", "step_skipped",
-    "warning", "error",
+    "nonfinite_logged", "warning", "error",
 )
 
 #: events kept per kind from the start of the log: enough to show how a sequence began
@@ -169,6 +169,9 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     # ... whose message is logged first (tf.estimator basic_session_run_hooks.NanTensorHook: logging.error(failure_message)
     # before the raise, logging.warning when fail_on_nan_loss is off): "Model diverged with loss = NaN."
     ("nan_stop", re.compile(r"Model diverged with loss = NaN"), lambda m: {}),
+    # tensorboardX (x2num.check_nan) warns when a value it is asked to log is non-finite; it does not say which one
+    # ("WARNING:root:NaN or Inf found in input tensor.")
+    ("nonfinite_logged", re.compile(r"NaN or Inf found in input tensor"), lambda m: {}),
     # TF writes a histogram summary of each variable: a NaN weight fails it ("Nan in summary histogram for: fc8/weights")
     ("nan_stop", re.compile(r"Nan in summary histogram for:?\s*(\S+)"), lambda m: {"tensor": m[1], "what": "weights"}),
     # torch.autograd.detect_anomaly() (or set_detect_anomaly(True)) raising in backward: "Function 'LogSigmoidBackward0'
@@ -286,6 +289,8 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
                                     # torchtune get_dtype: "bf16 precision was requested but not available on this hardware"
                                     r"bf16 precision was requested but not available|"
                                     r"[Bb](?:f|float)16 is (?:only|not) supported|bf16 is not supported"), lambda m: {}),
+    # transformers' CTC heads: "ValueError: Label values must be <= vocab_size: 29" (a label id beyond the head)
+    ("index_out_of_range", re.compile(r"Label values must be <= vocab_size: (\d+)"), lambda m: {"vocab_size": int(m[1])}),
     ("index_out_of_range", re.compile(r"index out of range in self|device-side assert triggered|"
                                       r"srcIndex < srcSelectDimSize|indexSelect\w*Kernel"), lambda m: {}),
     ("ddp_unused_params", re.compile(r"Expected to have finished reduction in the prior iteration"), lambda m: {}),
@@ -339,7 +344,7 @@ TRIGGERS = (
     "core dumped", "Fatal Python error", "returned nan values", "Your input ran out", "collective operation timeout",
     "Found NaN", "No valid path", "StopIteration", "No labels found", "Couldn't open file",
     "Not enough time for target", "Out of memory error", "Model diverged with", "PARAMETER loss_scale", "OutOfMemory", "_len", "NaN detected in", "NaN found in", "There were missing keys",
-    "epoch_iterator", "Continuing training from", "Using a target size", "checkpoint found", "Region ", "optimizer step", "optimiser step", "Found inf or nan",
+    "epoch_iterator", "Continuing training from", "Using a target size", "checkpoint found", "Region ", "optimizer step", "optimiser step", "Found inf or nan", "NaN or Inf found",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the

@@ -267,7 +267,8 @@ def match_entry(run: Run, entry: Entry, shape_cache: dict[str, ShapeHit | None] 
     ranged = any(v.in_range and v.affected.ranges for v in versions)
     #: and a silent failure: a bug whose only signature is its own error message (an API removed, an import
     #: broken) cannot go unnoticed, so "exposed" adds nothing there
-    silent = bool(entry.signatures.shapes)
+    silent = bool(entry.signatures.shapes) and not (entry.signatures.match == "all" and entry.signatures.events)
+    # (a bug whose signature needs its own message too, match: all, prints that message: not a silent one either)
     required_unknown = [c for c in unknown if not c.optional]
     m = Match(entry, "info", versions, met, unknown, events, shapes)
     # an event is the bug's own message; a curve shape is shared by many causes, so it counts only where the

@@ -250,11 +250,30 @@ def eval_loss_nonfinite_train_finite(run: Run) -> ShapeHit | None:
         f"eval_loss = {p.value} at step {p.step} while the training loss stays finite ({loss[-1].value:.4g})"))
 
 
+def nonfinite_seen(run: Run) -> ShapeHit | None:
+    """Anything non-finite at all: a NaN/Inf log of the loss, an evaluation loss or grad_norm, or a message saying the
+    loop met one (a stop on a NaN loss, tensorboardX's "NaN or Inf found in input tensor"). Only for entries whose own
+    message (``match: all``) says which bug it is: on its own this shape names no cause."""
+    for m in ["loss", "eval_loss", *_family(run, "grad_norm")]:
+        s = _points(run, m)
+        bad = np.flatnonzero(~s.finite) if len(s) else ()
+        if len(bad):
+            p = s[int(bad[0])]
+            return ShapeHit("nonfinite_seen", p.step, p.evidence(f"{m} = {p.value} at step {p.step}"))
+    from detectors._facts import event_evidence
+
+    for kind in ("nan_stop", "nonfinite_logged"):
+        for ev in run.events_of(kind):
+            return ShapeHit("nonfinite_seen", ev.step, event_evidence(ev))
+    return None
+
+
 SHAPES: dict[str, Callable[[Run], ShapeHit | None]] = {
     f.__name__: f for f in (
         grad_norm_nonfinite_from_start, loss_zero_with_nonfinite_grad_norm, loss_zero_persistent,
         grad_norm_zero_persistent, loss_scaled_by_grad_accum, nonfinite_from_start, nonfinite_after_healthy,
         kl_nonfinite, loss_dropped_from_log, rollout_policy_mismatch, eval_loss_nonfinite_train_finite,
+        nonfinite_seen,
     )
 }
 
