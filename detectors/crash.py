@@ -6,7 +6,9 @@ What it detects:
     any other traceback becomes ``crash`` with the exception type and message, the step the run
     died at and the last checkpoint with finite weights to resume from. ``KeyboardInterrupt`` is
     a user stop, reported as info. Keras ending ``fit()`` because the input ran out of data (a warning, no
-    exception) becomes ``data_exhausted``: the run stopped short of its plan.
+    exception) becomes ``data_exhausted``: the run stopped short of its plan; so do a bare StopIteration
+    (the loop asked for one batch more than the data held) and a ZeroDivisionError before any loss was
+    logged (the epoch's batch count it divides by is 0: the loader yielded no batch).
 
 Why it matters:
     A crash ends the run whatever else happened; the step and the last usable checkpoint say how

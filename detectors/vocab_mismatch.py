@@ -2,8 +2,10 @@
 
 What it detects:
     ``IndexError: index out of range in self`` raised from an embedding lookup (CPU), the CUDA
-    device-side assert ``srcIndex < srcSelectDimSize`` (the GPU form of the same lookup), and a
-    tokenizer whose vocabulary is larger than the model's ``vocab_size``.
+    device-side assert ``srcIndex < srcSelectDimSize`` (the GPU form of the same lookup), a
+    tokenizer whose vocabulary is larger than the model's ``vocab_size``, and transformers' CTC heads
+    refusing labels (``ValueError: Label values must be <= vocab_size: 29``: the labels were encoded
+    with a larger character vocabulary than the head was built with).
 
 Why it matters:
     Tokens added to the tokenizer (pad, chat-template or special tokens) without
