@@ -209,3 +209,26 @@ def test_a_division_by_zero_after_logged_losses_stays_a_crash(tmp_path: Path):
     log = "".join(f"step {i} loss {3.0 - 0.2 * i:.3f}\n" for i in range(1, 4)) + VOCALREMOVER_2.split("# epoch 0\n")[1]
     a = _run(tmp_path, log)
     assert _verdict(a) == ("failed", "crash")
+
+
+# https://github.com/open-mmlab/mmdetection/issues/9211 (the first three of the pasted iterations, as read through the
+# issue's copy at BinItAI/visdet#800): every annotation of the custom COCO set is iscrowd=1, so no ground-truth box is
+# used; both regression heads are exactly 0 from a paste that begins at iteration 15
+MMDET_9211 = """2022-11-02 21:25:19,899 - mmdet - INFO - Epoch [1][15/450]	lr: 5.794e-04, eta: 0:41:41, time: 0.327, data_time: 0.137, memory: 3051, loss_rpn_cls: 0.2874, loss_rpn_bbox: 0.0000, loss_cls: 0.0000, acc: 100.0000, loss_bbox: 0.0000, loss_mask: 0.0000, loss: 0.2874
+2022-11-02 21:25:20,180 - mmdet - INFO - Epoch [1][16/450]	lr: 6.194e-04, eta: 0:40:39, time: 0.282, data_time: 0.107, memory: 3051, loss_rpn_cls: 0.2382, loss_rpn_bbox: 0.0000, loss_cls: 0.0000, acc: 100.0000, loss_bbox: 0.0000, loss_mask: 0.0000, loss: 0.2383
+2022-11-02 21:25:20,486 - mmdet - INFO - Epoch [1][17/450]	lr: 6.594e-04, eta: 0:39:50, time: 0.297, data_time: 0.107, memory: 3051, loss_rpn_cls: 0.2009, loss_rpn_bbox: 0.0000, loss_cls: 0.0000, acc: 100.0000, loss_bbox: 0.0000, loss_mask: 0.0000, loss: 0.2009
+"""
+
+
+def test_two_box_heads_at_zero_at_the_same_logs_mean_no_ground_truth_box(tmp_path: Path):
+    a = _run(tmp_path, MMDET_9211)
+    assert _verdict(a) == ("failed", "all_labels_masked")  # was healthy
+    f = next(f for f in a.diagnosis.findings if f.code == "LBL001")
+    assert "loss_bbox" in f.message and "loss_rpn_bbox" in f.message
+
+
+def test_one_box_head_at_zero_in_a_mid_run_excerpt_is_not_enough(tmp_path: Path):
+    # the same lines with the RPN regression term non-zero: one head at 0 from iteration 15 on is no proof of no boxes
+    log = MMDET_9211.replace("loss_rpn_bbox: 0.0000", "loss_rpn_bbox: 0.0312")
+    a = _run(tmp_path, log)
+    assert _verdict(a)[1] != "all_labels_masked"
