@@ -518,12 +518,6 @@ def nonfinite_onset(run: Run) -> Onset | None:
                 if ev.data.get("what") == "weights" else "the training loop stopped on a non-finite loss")
         candidates.append(Onset(ev.step if ev.step is not None else step_near(run, ev), "loss",
                                 event_evidence(ev, f"{what}: \"{ev.message.strip()[:160]}\""), message=True))
-    if not run.events_of("overflow"):  # under fp16 loss scaling a skipped step logs an inf gradient norm, harmlessly
-        for ev in run.events_of("nonfinite_logged")[:1]:
-            candidates.append(Onset(ev.step if ev.step is not None else step_near(run, ev), "logged value",
-                                    event_evidence(ev, "tensorboardX warned that a value the run logged was NaN or Inf "
-                                                       f"(it does not say which): \"{ev.message.strip()[:160]}\""),
-                                    message=True))
     if not candidates:
         return None
     order = {"loss": 0, "eval_loss": 2, "grad_norm": 1}

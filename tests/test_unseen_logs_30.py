@@ -109,9 +109,8 @@ def test_a_uint8_mask_warning_beside_a_nan_names_the_byte_mask_bug(tmp_path: Pat
     assert _verdict(a) == ("failed", "framework_bug")  # was healthy: nothing read said NaN
     fw = next(f for f in a.diagnosis.findings if f.code == "FW001")
     assert "KI-TORCH-006" in fw.title and any(".bool()" in r for r in fw.remedies)
-    # the tensorboardX warning is the non-finite evidence, at the line it was printed
-    num = next(f for f in a.diagnosis.findings if f.code == "NUM001")
-    assert "line 2 of log.txt" in num.title and "tensorboardX" in num.message
+    # the tensorboardX warning is the non-finite evidence the entry's shape takes
+    assert "NaN or Inf found in input tensor" in " ".join(e.detail for e in fw.evidence)
 
 
 def test_a_uint8_mask_warning_without_a_nan_names_nothing(tmp_path: Path):
@@ -123,14 +122,13 @@ def test_a_uint8_mask_warning_without_a_nan_names_nothing(tmp_path: Path):
     assert not any(f.code == "FW001" for f in a.diagnosis.findings)
 
 
-def test_the_tensorboardx_nan_warning_is_harmless_beside_loss_scale_overflows(tmp_path: Path):
-    # apex/DeepSpeed fp16 loss scaling skips steps whose gradients overflowed, and a logger may write that step's inf
-    # norm: the warning is then expected (apex's "Gradient overflow.  Skipping step" message form)
-    log = ("WARNING:root:NaN or Inf found in input tensor.\n"
-           "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 4096.0\n"
-           + "".join(f"step {i} loss {3.0 - 0.2 * i:.3f}\n" for i in range(1, 8)))
-    a = _run(tmp_path, log)
+def test_the_tensorboardx_nan_warning_alone_is_no_failure(tmp_path: Path):
+    # fp16 loss scaling logs an inf grad norm at every skipped step (LaBraM#4, wenet#1472: healthy, the maintainers
+    # said), so tensorboardX's warning alone, or beside those logs, names no failure (CMFNet#3's warning and NaN PSNR
+    # lines stay "nothing to judge": the PSNR lines are not read)
+    a = _run(tmp_path, CMFNET_3)
     assert not any(f.code == "NUM001" for f in a.diagnosis.findings)
+    assert a.run.events_of("nonfinite_logged")
 
 
 # https://github.com/FanChiMao/CMFNet/issues/3 (the whole paste, the progress bar cut): only tensorboardX's warning and
@@ -143,14 +141,8 @@ NaN or Inf found in input tensor.
 """
 
 
-def test_the_tensorboardx_nan_warning_alone_is_a_nonfinite_onset(tmp_path: Path):
-    a = _run(tmp_path, CMFNET_3)
-    assert _verdict(a) == ("inconclusive", "unknown")  # was "nothing to judge"
-    num = next(f for f in a.diagnosis.findings if f.code == "NUM001")
-    assert num.title == "Training went non-finite at line 1 of log.txt"
-
-
-# https://github.com/phineas-pta/fine-tune-whisper-vi/issues/1 (the Colab traceback as pasted, its link markup kept): a
+# https://github.com/phineas-pta/fine-tune-whisper-vi/issues/1 (the Colab traceback as pasted, its link markup kept, the
+# blank after "1248" dropped): a
 # script made for one language's characters run on another's; transformers' CTC heads check the labels first
 W2V2_BERT_CTC = """---------------------------------------------------------------------------
 ValueError                                Traceback (most recent call last)
@@ -162,7 +154,7 @@ ValueError                                Traceback (most recent call last)
    1245         if labels is not None:
    1246             if labels.max() >= self.config.vocab_size:
 -> 1247                 raise ValueError(f"Label values must be <= vocab_size: {self.config.vocab_size}")
-   1248 
+   1248
    1249             # retrieve loss input_lengths from attention_mask
 
 ValueError: Label values must be <= vocab_size: 29
