@@ -515,7 +515,10 @@ def nonfinite_onset(run: Run) -> Onset | None:
                 if ev.data.get("anomaly") else
                 f"TensorFlow's histogram summary of {ev.data.get('tensor')} found NaN: that variable's values (the "
                 "weights, once a NaN update reached them) are non-finite"
-                if ev.data.get("what") == "weights" else "the training loop stopped on a non-finite loss")
+                if ev.data.get("what") == "weights" else
+                f"torch.distributions refused the model's {ev.data.get('tensor')}: they were NaN (a Real() constraint "
+                "fails on nothing else), so the network's forward pass produced NaN"
+                if ev.data.get("what") == "distribution" else "the training loop stopped on a non-finite loss")
         candidates.append(Onset(ev.step if ev.step is not None else step_near(run, ev), "loss",
                                 event_evidence(ev, f"{what}: \"{ev.message.strip()[:160]}\""), message=True))
     if not candidates:

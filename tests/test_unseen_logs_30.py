@@ -224,3 +224,37 @@ def test_one_box_head_at_zero_in_a_mid_run_excerpt_is_not_enough(tmp_path: Path)
     log = MMDET_9211.replace("loss_rpn_bbox: 0.0000", "loss_rpn_bbox: 0.0312")
     a = _run(tmp_path, log)
     assert _verdict(a)[1] != "all_labels_masked"
+
+
+# https://github.com/TideDra/lmm-r1/issues/43 (two lines of the paste): vLLM's cumem allocator failing to map the
+# sleeping engine's memory back at wake-up prints the C++ form of the CUDA error string
+def test_the_cuda_error_string_form_of_oom_is_an_oom(tmp_path: Path):
+    log = ("(LLMRayActor pid=347862) CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62\n"
+           "(ActorModelRayActor pid=348952) \n")
+    a = _run(tmp_path, log)
+    assert a.run.events_of("oom")
+
+
+# https://github.com/IDSIA/hhmarl_2D/issues/15 (the error as pasted, the tensor's rows cut to three): RLlib PPO's
+# action distribution refused the policy's logits; a Real() constraint fails on NaN only
+HHMARL_15 = """ValueError: Expected parameter logits (Tensor of shape (280, 13)) of distribution Categorical(logits: torch.Size([280, 13])) to satisfy the constraint IndependentConstraint(Real(), 1), but found invalid values:
+tensor([[nan, nan, nan,  ..., nan, nan, nan],
+        [nan, nan, nan,  ..., nan, nan, nan],
+        [nan, nan, nan,  ..., nan, nan, nan]], grad_fn=<SubBackward0>)
+"""
+
+
+def test_nan_logits_refused_by_a_distribution_are_a_nonfinite_onset(tmp_path: Path):
+    a = _run(tmp_path, HHMARL_15)
+    assert _verdict(a) == ("inconclusive", "unknown")  # was "crash": the NaN came first, the ValueError is its consequence
+    num = next(f for f in a.diagnosis.findings if f.code == "NUM001")
+    assert "logits" in num.message and "NaN" in num.message
+    assert any("learning rate too high" in r for r in num.remedies)
+
+
+def test_a_simplex_constraint_failure_is_not_read_as_nan(tmp_path: Path):
+    # probs outside the simplex (negative or not summing to 1) are invalid without any NaN
+    log = ("ValueError: Expected parameter probs (Tensor of shape (4, 3)) of distribution Categorical(probs: "
+           "torch.Size([4, 3])) to satisfy the constraint Simplex(), but found invalid values:\n")
+    a = _run(tmp_path, log)
+    assert not a.run.events_of("nan_stop")

@@ -172,6 +172,12 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     # tensorboardX (x2num.check_nan) warns when a value it is asked to log is non-finite; it does not say which one
     # ("WARNING:root:NaN or Inf found in input tensor.")
     ("nonfinite_logged", re.compile(r"NaN or Inf found in input tensor"), lambda m: {}),
+    # torch.distributions validating a policy's output: a Real() constraint (logits, a Normal's loc) fails only on NaN
+    # ("Expected parameter logits (Tensor of shape (280, 13)) of distribution Categorical(...) to satisfy the constraint
+    # IndependentConstraint(Real(), 1), but found invalid values:", then the tensor of nan)
+    ("nan_stop", re.compile(r"Expected parameter (\w+) \(Tensor of shape [^\n]{0,160}? to satisfy the constraint "
+                            r"(?:IndependentConstraint\()?Real\(\)[^\n]{0,40}?, but found invalid values"),
+     lambda m: {"tensor": m[1], "what": "distribution"}),
     # TF writes a histogram summary of each variable: a NaN weight fails it ("Nan in summary histogram for: fc8/weights")
     ("nan_stop", re.compile(r"Nan in summary histogram for:?\s*(\S+)"), lambda m: {"tensor": m[1], "what": "weights"}),
     # torch.autograd.detect_anomaly() (or set_detect_anomaly(True)) raising in backward: "Function 'LogSigmoidBackward0'
@@ -258,7 +264,9 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     # "CUDA out of memory. Tried to allocate", TF's "OOM when allocating tensor", XLA's RESOURCE_EXHAUSTED
     ("oom", re.compile(r"CUDA out of memory(?=\s*[.;:,]|\s+Tried|\s*$)|OutOfMemoryError|torch\.cuda\.OutOfMemory|"
                        r"(?:HIP|MPS backend|NPU|XPU) out of memory(?=\s*[.;:,]|\s+Tried|\s*$)|"
-                       r"CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|Cannot allocate memory|"
+                       # torch's RuntimeError, and C++ allocators' cuGetErrorString form (vLLM's cumem allocator:
+                       # "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62")
+                       r"(?:CUDA|Cuda) [Ee]rror: out of memory|CUBLAS_STATUS_ALLOC_FAILED|Cannot allocate memory|"
                        # PaddlePaddle's allocators (cuda_allocator.cc, auto_growth/virtual memory): "Out of memory error
                        # on GPU 0. Cannot allocate 18.062744MB memory on GPU 0, available memory is only 17.537501MB."
                        r"Out of memory error on GPU\b|"
@@ -344,7 +352,7 @@ TRIGGERS = (
     "core dumped", "Fatal Python error", "returned nan values", "Your input ran out", "collective operation timeout",
     "Found NaN", "No valid path", "StopIteration", "No labels found", "Couldn't open file",
     "Not enough time for target", "Out of memory error", "Model diverged with", "PARAMETER loss_scale", "OutOfMemory", "_len", "NaN detected in", "NaN found in", "There were missing keys",
-    "epoch_iterator", "Continuing training from", "Using a target size", "checkpoint found", "Region ", "optimizer step", "optimiser step", "Found inf or nan", "NaN or Inf found",
+    "epoch_iterator", "Continuing training from", "Using a target size", "checkpoint found", "Region ", "optimizer step", "optimiser step", "Found inf or nan", "NaN or Inf found", "Expected parameter",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the
