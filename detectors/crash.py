@@ -294,6 +294,24 @@ def _iterator_ran_dry(fatal: Event, step: int | None, at: str, evidence: list[Ev
         first_step=step, evidence=evidence, remedies=remedies, basis="inferred", symptom="stopped_early")
 
 
+#: an OOM raised in a rollout engine's own memory (vLLM's KV cache, its sleep/wake-up allocator) beside the trainer
+_VLLM = re.compile(r"vllm|cumem_allocator|LLMRayActor", re.IGNORECASE)
+VLLM_OOM_REMEDY = ("The memory ran out in the vLLM rollout engine (its KV cache, or mapping its memory back at wake-up "
+                   "beside the trainer's): give it a smaller share of the GPU (OpenRLHF, TRL, ms-swift: "
+                   "--vllm_gpu_memory_utilization; verl: actor_rollout_ref.rollout.gpu_memory_utilization), or a "
+                   "shorter max model length; with colocated models, let the engine sleep while the trainer steps "
+                   "(OpenRLHF --vllm_enable_sleep).")
+
+
+def _in_vllm(run: Run, ooms: list[Event]) -> bool:
+    """The OOM line, or the traceback it ended, runs through vLLM's code."""
+    for e in ooms + run.events_of("traceback"):
+        frame = e.data.get("frame") or {}
+        if _VLLM.search(e.message) or _VLLM.search(str(frame.get("file", "") if isinstance(frame, dict) else frame)):
+            return True
+    return False
+
+
 def _no_batches(fatal: Event, at: str, evidence: list[Evidence]) -> Finding:
     """A division by zero before any loss was logged: the usual divisor is the number of batches an epoch yielded (the
     epoch's mean loss, steps per epoch, a scheduler's total steps), zero when the loader yields nothing."""
@@ -351,6 +369,8 @@ def detect(run: Run) -> Iterable[Finding]:
     if ooms:
         remedies = [sentence(knob(run, "batch")),
                     knob(run, "memory")]
+        if _in_vllm(run, ooms):
+            remedies.insert(0, VLLM_OOM_REMEDY)
         if resume:
             remedies.append(resume[0].upper() + resume[1:] + ".")
         yield Finding(code=CODE, name=SLUG, root_cause="out_of_memory", severity="critical", confidence=0.95,

@@ -233,6 +233,14 @@ def test_the_cuda_error_string_form_of_oom_is_an_oom(tmp_path: Path):
            "(ActorModelRayActor pid=348952) \n")
     a = _run(tmp_path, log)
     assert a.run.events_of("oom")
+    f = next(f for f in a.diagnosis.findings if f.code == "CRASH001")
+    assert f.root_cause == "out_of_memory" and "--vllm_gpu_memory_utilization" in f.remedies[0]
+
+
+def test_an_oom_outside_vllm_gets_no_vllm_remedy(tmp_path: Path):
+    a = _run(tmp_path, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    f = next(f for f in a.diagnosis.findings if f.code == "CRASH001")
+    assert f.root_cause == "out_of_memory" and not any("vllm" in r.lower() for r in f.remedies)
 
 
 # https://github.com/IDSIA/hhmarl_2D/issues/15 (the error as pasted, the tensor's rows cut to three): RLlib PPO's
