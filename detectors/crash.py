@@ -312,6 +312,14 @@ def _in_vllm(run: Run, ooms: list[Event]) -> bool:
     return False
 
 
+def _printed_before(ev: Evidence, fatal: Event) -> bool:
+    """A step-less non-finite message printed above the fatal exception in the same file ("NaN loss encountered in
+    epoch 0!" and then the traceback): the NaN came first."""
+    m = re.fullmatch(r"line (\d+)", ev.where)
+    return (m is not None and ev.step is None and fatal.line is not None and int(m[1]) < fatal.line
+            and ev.artifact == fatal.source)
+
+
 def _no_batches(fatal: Event, at: str, evidence: list[Evidence]) -> Finding:
     """A division by zero before any loss was logged: the usual divisor is the number of batches an epoch yielded (the
     epoch's mean loss, steps per epoch, a scheduler's total steps), zero when the loader yields nothing."""
@@ -365,7 +373,8 @@ def detect(run: Run) -> Iterable[Finding]:
                       basis="direct")
         return
     onset = nonfinite_onset(run)
-    after_nan = onset is not None and onset.step is not None and step is not None and onset.step <= step
+    after_nan = onset is not None and (onset.step is not None and step is not None and onset.step <= step
+                                       or _printed_before(onset.evidence, fatal))
     if ooms:
         remedies = [sentence(knob(run, "batch")),
                     knob(run, "memory")]

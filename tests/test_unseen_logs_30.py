@@ -266,3 +266,29 @@ def test_a_simplex_constraint_failure_is_not_read_as_nan(tmp_path: Path):
            "torch.Size([4, 3])) to satisfy the constraint Simplex(), but found invalid values:\n")
     a = _run(tmp_path, log)
     assert not a.run.events_of("nan_stop")
+
+
+# https://github.com/autogluon/autogluon/issues/4508 (a commenter's paste of the same failure, lines 7-12 of it): the
+# fastai model's callback stops on the NaN, then AutoGluon prints the traceback of that stop
+AUTOGLUON_4508 = """        Warning: Exception caused NeuralNetFastAI to fail during training... Skipping this model.
+                Exception occured in `EarlyStoppingCallbackWithTimeLimit` when calling event `after_epoch`:
+        WARNING: NaN loss encountered in epoch 0!
+Detailed Traceback:
+Traceback (most recent call last):
+  File "/root/miniconda3/lib/python3.10/site-packages/autogluon/core/trainer/abstract_trainer.py", line 1904, in _train_and_save
+"""
+
+
+def test_a_nan_loss_message_above_the_traceback_makes_the_crash_its_consequence(tmp_path: Path):
+    a = _run(tmp_path, AUTOGLUON_4508)
+    assert a.run.events_of("nan_stop")
+    assert _verdict(a) == ("inconclusive", "unknown")  # was "crash": the NaN was reported before the exception
+    crash = next(f for f in a.diagnosis.findings if f.code == "CRASH001")
+    assert crash.basis == "inferred"
+
+
+def test_a_nan_loss_message_below_the_traceback_leaves_the_crash(tmp_path: Path):
+    # the same message printed after the exception (a summary at exit) says nothing about what came first
+    log = "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n    fit()\nRuntimeError: boom\n"
+    a = _run(tmp_path, log + "WARNING: NaN loss encountered in epoch 0!\n")
+    assert _verdict(a) == ("failed", "crash")

@@ -150,6 +150,9 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("gemma_eager_warning", re.compile(r"strongly recommended to train Gemma\d* models with the `?eager`? attention"), lambda m: {}),
     ("flash_attn_warning", re.compile(r"Flash ?Attention|flash_attn|flash_attention_[23]|FlashAttention"), lambda m: {}),
     ("nan_stop", re.compile(r"Loss is (nan|inf|-inf|NaN|Inf)\b[^\n]{0,20}stopping training"), lambda m: {"value": m[1]}),
+    # a trainer's own check saying so in words (AutoGluon's fastai callback: "WARNING: NaN loss encountered in epoch 0!")
+    ("nan_stop", re.compile(r"\b(?:NaN|nan|NAN|Inf|inf) loss (?:encountered|detected)\b|\b(?:[Dd]etected|[Ee]ncountered) "
+                            r"(?:a )?(?:NaN|nan|Inf|inf) loss\b"), lambda m: {}),
     # a trainer skipping one update because the gradient norm is not finite (float32 too, no loss scaler): ESPnet2
     # Trainer "The grad norm is nan. Skipping updating the model.", ESPnet1 "grad norm is nan. Do not update model."
     ("grad_skip", re.compile(r"(?i)\bgrad(?:ient)? norm is (nan|inf|-inf)\b[.!,]?\s*(?:skipping updat|do not update)"),
@@ -352,7 +355,7 @@ TRIGGERS = (
     "core dumped", "Fatal Python error", "returned nan values", "Your input ran out", "collective operation timeout",
     "Found NaN", "No valid path", "StopIteration", "No labels found", "Couldn't open file",
     "Not enough time for target", "Out of memory error", "Model diverged with", "PARAMETER loss_scale", "OutOfMemory", "_len", "NaN detected in", "NaN found in", "There were missing keys",
-    "epoch_iterator", "Continuing training from", "Using a target size", "checkpoint found", "Region ", "optimizer step", "optimiser step", "Found inf or nan", "NaN or Inf found", "Expected parameter",
+    "epoch_iterator", "Continuing training from", "Using a target size", "checkpoint found", "Region ", "optimizer step", "optimiser step", "Found inf or nan", "NaN or Inf found", "Expected parameter", "NaN loss", "nan loss", "Inf loss", "inf loss",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the
