@@ -264,6 +264,38 @@ def _darknet_regions(run: Run) -> Finding | None:
     return None
 
 
+def _summary_zero(run: Run) -> Finding | None:
+    """No per-step loss read, and the run's own summary says its training loss averaged exactly 0.0 (the HF Trainer's
+    ``train_loss = 0.0`` after epochs of training, llamafactory#4278): every step's loss was 0 (nothing supervised) or
+    non-finite (the Trainer's NaN filter adds nothing for a NaN step at the start, so the average stays 0)."""
+    df = run.scalars
+    rows = df[df["metric"].isin(("loss", "train_loss"))] if len(df) else df
+    # the summary alone: a metrics block's train_loss stands for the run's loss when no per-step loss was printed
+    if not len(rows) or set(rows["key"]) != {"train_loss"} or not bool((rows["value"] == 0.0).all()):
+        return None
+    summary = points(run, str(rows["metric"].iloc[-1]))
+    if not len(summary):
+        return None
+    row = summary.row(-1)
+    fp16 = str(run.config.get("fp16") or "").lower() in ("true", "1", "yes")
+    remedies = ["Log every step (logging_steps=1) and read the first losses: a NaN hidden as 0 shows as grad_norm nan "
+                "or a first loss that is already 0.",
+                "Decode one batch's labels: if every label is -100 (a prompt that fills the cutoff length, a template "
+                "that masks the answer), nothing is supervised and the loss is 0."]
+    if fp16:
+        remedies.insert(0, "The run trained in fp16: rerun in bf16 (or fp32) on the same data; models trained in bf16 "
+                           "(Qwen2, Llama 3) overflow fp16's 65504 and their NaN steps are averaged as 0.")
+    return Finding(
+        code=CODE, name=SLUG, root_cause=None, severity="error", confidence=0.45,
+        title="The run's average training loss is exactly 0.0",
+        message=("No per-step loss was read, and the run's summary gives train_loss = 0.0: a language or vision model's "
+                 "loss is never exactly 0 on average, so every step's loss was 0 (nothing supervised) or non-finite and "
+                 "hidden as 0" + (" (the run used fp16)" if fp16 else "") + "."),
+        first_step=row[0], basis="inferred", symptom="zero_loss",
+        evidence=[scalar_evidence(str(rows["metric"].iloc[-1]), row, "train_loss = 0.0, the run's average training loss")],
+        remedies=remedies)
+
+
 def detect(run: Run) -> Iterable[Finding]:
     regions = _darknet_regions(run)
     if regions is not None:
@@ -301,7 +333,7 @@ def detect(run: Run) -> Iterable[Finding]:
     policy = is_policy_gradient_run(run)
     zero = _zero_from_start(run) if not policy else None
     if zero is None and not policy:
-        through = _zero_throughout(run)
+        through = _zero_throughout(run) or _summary_zero(run)
         if through is not None:
             yield through
     if zero:

@@ -292,3 +292,39 @@ def test_a_nan_loss_message_below_the_traceback_leaves_the_crash(tmp_path: Path)
     log = "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n    fit()\nRuntimeError: boom\n"
     a = _run(tmp_path, log + "WARNING: NaN loss encountered in epoch 0!\n")
     assert _verdict(a) == ("failed", "crash")
+
+
+# https://github.com/hiyouga/LlamaFactory/issues/4278 (the end of the run as pasted, and the "### train" block of the
+# YAML config it pasted): Qwen2 LoRA in fp16; the only loss the paste gives is the summary's
+LLAMAFACTORY_4278 = """[INFO|tokenization_utils_base.py:2522] 2024-06-14 10:23:35,046 >> Special tokens file saved in saves/qwen2-1.5b/lora/sft/special_tokens_map.json
+***** train metrics *****
+  epoch                    =     2.9268
+  total_flos               =  3778867GF
+  train_loss               =        0.0
+  train_runtime            = 0:02:59.80
+  train_samples_per_second =     16.367
+  train_steps_per_second   =      0.501
+"""
+LLAMAFACTORY_4278_CONFIG = """### train
+per_device_train_batch_size: 1
+gradient_accumulation_steps: 8
+learning_rate: 1.0e-4
+num_train_epochs: 3.0
+lr_scheduler_type: cosine
+warmup_ratio: 0.1
+fp16: true
+ddp_timeout: 180000000
+"""
+
+
+def test_a_summary_train_loss_of_exactly_zero_is_not_healthy(tmp_path: Path):
+    a = _run(tmp_path, LLAMAFACTORY_4278, config=LLAMAFACTORY_4278_CONFIG, name="train.log")
+    assert _verdict(a) == ("inconclusive", "unknown")  # was healthy
+    f = next(f for f in a.diagnosis.findings if f.code == "LBL001")
+    assert f.title == "The run's average training loss is exactly 0.0" and "bf16" in f.remedies[0]
+
+
+def test_a_zero_summary_beside_real_per_step_losses_is_left_alone(tmp_path: Path):
+    log = "".join(f"{{'loss': {2.0 - 0.1 * i:.4f}, 'learning_rate': 1e-05, 'epoch': {i / 10}}}\n" for i in range(1, 6))
+    a = _run(tmp_path, log + LLAMAFACTORY_4278, name="train.log")
+    assert not any(f.title == "The run's average training loss is exactly 0.0" for f in a.diagnosis.findings)
