@@ -287,6 +287,13 @@ def test_a_nan_loss_message_above_the_traceback_makes_the_crash_its_consequence(
     assert crash.basis == "inferred"
 
 
+def test_a_guard_that_skips_a_nan_loss_is_no_stop(tmp_path: Path):
+    # a loop that skips the batch and trains on says so on the same line: not a stop
+    a = _run(tmp_path, "NaN loss detected, skipping batch 12\n" + "".join(f"step {i} loss {3.0 - 0.2 * i:.3f}\n"
+                                                                          for i in range(1, 6)))
+    assert not a.run.events_of("nan_stop")
+
+
 def test_a_nan_loss_message_below_the_traceback_leaves_the_crash(tmp_path: Path):
     # the same message printed after the exception (a summary at exit) says nothing about what came first
     log = "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n    fit()\nRuntimeError: boom\n"

@@ -151,8 +151,9 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("flash_attn_warning", re.compile(r"Flash ?Attention|flash_attn|flash_attention_[23]|FlashAttention"), lambda m: {}),
     ("nan_stop", re.compile(r"Loss is (nan|inf|-inf|NaN|Inf)\b[^\n]{0,20}stopping training"), lambda m: {"value": m[1]}),
     # a trainer's own check saying so in words (AutoGluon's fastai callback: "WARNING: NaN loss encountered in epoch 0!")
-    ("nan_stop", re.compile(r"\b(?:NaN|nan|NAN|Inf|inf) loss (?:encountered|detected)\b|\b(?:[Dd]etected|[Ee]ncountered) "
-                            r"(?:a )?(?:NaN|nan|Inf|inf) loss\b"), lambda m: {}),
+    # (not a guard that skips the batch and trains on: "NaN loss detected, skipping batch" is a skip, not a stop)
+    ("nan_stop", re.compile(r"(?:\b(?:NaN|nan|NAN|Inf|inf) loss (?:encountered|detected)\b|\b(?:[Dd]etected|[Ee]ncountered) "
+                            r"(?:a )?(?:NaN|nan|Inf|inf) loss\b)(?![^\n]{0,80}(?i:skip|ignor))"), lambda m: {}),
     # a trainer skipping one update because the gradient norm is not finite (float32 too, no loss scaler): ESPnet2
     # Trainer "The grad norm is nan. Skipping updating the model.", ESPnet1 "grad norm is nan. Do not update model."
     ("grad_skip", re.compile(r"(?i)\bgrad(?:ient)? norm is (nan|inf|-inf)\b[.!,]?\s*(?:skipping updat|do not update)"),
