@@ -335,3 +335,50 @@ def test_a_zero_summary_beside_real_per_step_losses_is_left_alone(tmp_path: Path
     log = "".join(f"{{'loss': {2.0 - 0.1 * i:.4f}, 'learning_rate': 1e-05, 'epoch': {i / 10}}}\n" for i in range(1, 6))
     a = _run(tmp_path, log + LLAMAFACTORY_4278, name="train.log")
     assert not any(f.title == "The run's average training loss is exactly 0.0" for f in a.diagnosis.findings)
+
+
+# https://github.com/tensorflow/models/issues/8096 (a commenter's failing DeepLab run, from its first printed loss; his
+# own data was the cause): DeepLab's tf.Print of the total loss, then TF's summary refusing the NaN, the paste cut there
+DEEPLAB_8096 = r"""Total loss is :[0.140642926]
+Total loss is :[0.140642881]
+INFO:tensorflow:global_step/sec: 1.11037
+Total loss is :[0.140642926]
+INFO:tensorflow:global_step/sec: 2.71813
+Total loss is :[0.140643507]
+INFO:tensorflow:global_step/sec: 2.70563
+Total loss is :[0.140675873]
+INFO:tensorflow:global_step/sec: 2.69324
+Total loss is :[nan]
+INFO:tensorflow:global_step/sec: 2.70379
+Total loss is :[nan]
+INFO:tensorflow:global_step/sec: 2.70343
+Total loss is :[nan]
+INFO:tensorflow:global_step/sec: 2.71518
+Total loss is :[nan]
+INFO:tensorflow:global_step/sec: 2.72926
+Total loss is :[nan]
+
+Traceback (most recent call last):
+  File "E:\mypython\lib\site-packages\tensorflow\python\client\session.py", line 1334, in _do_call
+    return fn(*args)
+  File "E:\mypython\lib\site-packages\tensorflow\python\client\session.py", line 1319, in _run_fn
+    options, feed_dict, fetch_list, target_list, run_metadata)
+  File "E:\mypython\lib\site-packages\tensorflow\python\client\session.py", line 1407, in _call_tf_sessionrun
+    run_metadata)
+tensorflow.python.framework.errors_impl.InvalidArgumentError: Nan in summary hist
+"""
+
+
+def test_tf_print_losses_and_a_cut_summary_error_are_read(tmp_path: Path):
+    a = _run(tmp_path, DEEPLAB_8096)
+    vals = _series(a, "loss")
+    assert vals[:2] == [0.140642926, 0.140642881] and vals[-1] != vals[-1]  # the NaN at the end
+    assert any(e.data.get("what") == "weights" for e in a.run.events_of("nan_stop"))
+    assert _verdict(a) == ("inconclusive", "unknown")  # was "crash" (nothing read but the traceback)
+    cands = [f for f in a.diagnosis.findings if f.root_cause == "nan_in_data"]
+    assert cands  # the calm curve then NaN: the data is the candidate
+
+
+def test_two_tf_print_lines_are_not_a_series(tmp_path: Path):
+    a = _run(tmp_path, "Total loss is :[0.5]\nTotal loss is :[0.4]\n")
+    assert a.run.arrays("loss") is None

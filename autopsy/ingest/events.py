@@ -184,6 +184,8 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
      lambda m: {"tensor": m[1], "what": "distribution"}),
     # TF writes a histogram summary of each variable: a NaN weight fails it ("Nan in summary histogram for: fc8/weights")
     ("nan_stop", re.compile(r"Nan in summary histogram for:?\s*(\S+)"), lambda m: {"tensor": m[1], "what": "weights"}),
+    # ... the same error with its tensor cut off (a paste ending there: "InvalidArgumentError: Nan in summary hist")
+    ("nan_stop", re.compile(r"Nan in summary hist(?:ogram)?\s*$"), lambda m: {"tensor": "(cut off)", "what": "weights"}),
     # torch.autograd.detect_anomaly() (or set_detect_anomaly(True)) raising in backward: "Function 'LogSigmoidBackward0'
     # returned nan values in its 0th output." (torch/csrc/autograd/engine.cpp): the first backward op that made a NaN
     ("nan_stop", re.compile(r"Function '(\w+)' returned nan values in its (\d+)\w* output"),

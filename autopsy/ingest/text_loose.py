@@ -1023,6 +1023,29 @@ def parse_pipe_cells(text: bytes, first_line: int, st: StepState, out: Collector
         st.last_step = step
 
 
+#: TF1's tf.Print of the loss (DeepLab research/deeplab train.py: ``tf.Print(total_loss, [total_loss], message='Total
+#: loss is :')`` prints ``Total loss is :[0.140642926]``): the message, then each value in brackets
+_TF_PRINT = re.compile(rb"(?m)^[ \t]*([A-Za-z][A-Za-z_ ]{0,30}?[Ll]oss)(?: is)?[ \t]*:?[ \t]*\[(" + NUM + rb")\][ \t]*\r?$")
+
+
+def parse_tf_print(text: bytes, first_line: int, st: StepState, out: Collector,
+                   steps: StepMarks, used: Used) -> None:
+    """``<loss message>[value]`` lines, at least MIN_LOOSE_LINES of them: one point per line, numbered in order (the
+    print carries no step)."""
+    found = [m for m in _TF_PRINT.finditer(text) if not used.covers(m.start(), m.end())]
+    if len(found) < MIN_LOOSE_LINES:
+        return
+    lines = Lines(text, first_line)
+    step = st.last_step if st.last_step is not None else 0
+    for m in found:
+        step += 1
+        out.add(step, _loose_key(m[1].decode().strip()), float(m[2]), lines.at(m.start()))
+        steps.append((m.start(), step))
+        used.add(m.start())
+    st.last_step = step
+    st.inferred = True
+
+
 LOOSE_PARSERS = (
     (parse_step_less_val_loss, (b"valloss",)),
     (parse_hf_metrics_block, (b"metrics",)),
@@ -1037,6 +1060,7 @@ LOOSE_PARSERS = (
     (parse_loss_at_counter, (b"ossat", b"OSSat", b"ostat", b"ossafter", b"OSSafter")),
     (parse_indexed_loss, (b"oss", b"OSS")),
     (parse_pipe_cells, (b"oss", b"OSS")),
+    (parse_tf_print, (b"oss",)),
     (parse_pair_records, _RECORD_LITERALS),
     (parse_loose_loss, (b"oss", b"OSS", *_COST_WORDS)),
     (parse_eval_set, (b"setAverageloss",)),
