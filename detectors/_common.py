@@ -528,6 +528,14 @@ def nonfinite_onset(run: Run) -> Onset | None:
     return candidates[0]
 
 
+def onset_at(onset: Onset) -> str:
+    """Where an onset is, in words: its step, else the line of the message that reported it."""
+    if onset.step is not None:
+        return f"step {onset.step}"
+    ev = onset.evidence
+    return f"{ev.where} of {ev.artifact}" if ev.where.startswith("line ") else "a step the log does not give"
+
+
 #: series that are no loss when nothing else is logged: NaN there is no failure of the training (a class absent from an
 #: evaluation, an episode that did not finish, an unset learning rate)
 _NOT_LOSS_ALONE = re.compile(r"(?i)lr|learning|acc|time|speed|mem|eta|epoch|step|iou|map|f1|auc|recall|precision|"

@@ -40,6 +40,7 @@ from detectors._common import (
     fmt,
     fp16_signals,
     nonfinite_onset,
+    onset_at,
     points,
     robust_level,
     rose_before,
@@ -136,7 +137,7 @@ def _alignment_inf(run: Run, onset: Onset | None) -> Finding | None:
             message=(f"{m} is +inf at step {p.step}: an alignment-based loss (CTC, transducer) is +inf exactly when a "
                      "sample has no valid path, its label sequence longer than the frames left after subsampling "
                      "(pruned transducers emit at most one symbol per frame; CTC needs a blank between repeated "
-                     "labels)" + (f"; the run's loss went non-finite at step {onset.step}" if hit else "") + "."),
+                     "labels)" + (f"; the run's loss went non-finite at {onset_at(onset)}" if hit else "") + "."),
             first_step=p.step, evidence=ev,
             remedies=list(_CTC_LENGTH_REMEDIES),
             basis="inferred", symptom="nonfinite_loss" if hit else None,
@@ -183,9 +184,9 @@ def _ctc_no_alignment(run: Run, onset: Onset | None) -> Finding | None:
     return Finding(
         code=CODE, name=SLUG, root_cause="ctc_output_longer_than_input", severity="error" if hit else "warning",
         confidence=0.75 if hit else 0.5,
-        title=(f"CTC found no valid path {n} time(s)" + (f"; the loss went non-finite at step {onset.step}" if hit else
+        title=(f"CTC found no valid path {n} time(s)" + (f"; the loss went non-finite at {onset_at(onset)}" if hit else
                                                            "")),
-        message=(why + (f"; here the logged loss went non-finite at step {onset.step}: those samples reach the "
+        message=(why + (f"; here the logged loss went non-finite at {onset_at(onset)}: those samples reach the "
                         "average." if hit else
                         ". An occasional warning early in training is harmless; if it recurs, those samples never "
                         "contribute and the ones that do may be few.")),
@@ -221,11 +222,11 @@ def _printed_lengths(run: Run, onset: Onset | None) -> Finding | None:
         code=CODE, name=SLUG, root_cause="ctc_output_longer_than_input", severity="error" if hit else "warning",
         confidence=0.7 if hit else 0.45,
         title=(f"{n_samples} of {n_printed} printed samples have more labels than input frames"
-               + (f"; the loss went non-finite at step {onset.step}" if hit else "")),
+               + (f"; the loss went non-finite at {onset_at(onset)}" if hit else "")),
         message=("The printed CTC lengths hold samples whose label sequence is longer than their input after "
                  f"subsampling ({pairs}): CTC needs at least one frame per label (two for a repeated one), so those "
                  "samples have no alignment and their loss is infinite"
-                 + (f"; the run's loss went non-finite at step {onset.step}" if hit else "") + "."),
+                 + (f"; the run's loss went non-finite at {onset_at(onset)}" if hit else "") + "."),
         first_step=onset.step if hit else e.step, evidence=ev,
         remedies=list(_CTC_LENGTH_REMEDIES),
         basis="direct", symptom="nonfinite_loss" if hit else None,
@@ -445,7 +446,7 @@ def _data_pipeline_warnings(run: Run, onset: Onset | None) -> Finding | None:
         title=f"The input pipeline computes NaN/Inf ({m0[1]} in {m0[2]}, {s0[1].rsplit('/', 1)[-1]}:{s0[2]})",
         message=(f"numpy warned {sum(e.count for e, _, _ in hits)} time(s) that data code produced non-finite values "
                  f"(first: {m0[1]} encountered in {m0[2]} at {s0[1]}:{s0[2]})"
-                 + (f"; the training went non-finite at step {onset.step}" if onset is not None else "")
+                 + (f"; the training went non-finite at {onset_at(onset)}" if onset is not None else "")
                  + ". A sqrt or log of a negative or zero input usually means a malformed sample (an annotation with "
                    "xmin > xmax, an empty box, a zero-length feature)."),
         first_step=e0.step, evidence=evidence, basis="direct", symptom="nonfinite_loss",

@@ -45,6 +45,7 @@ from detectors._common import (
     gradnorm_failure,
     loss_like,
     nonfinite_onset,
+    onset_at,
     points,
     robust_level,
     rose_before,
@@ -76,9 +77,7 @@ def detect(run: Run) -> Iterable[Finding]:
     ck_ev, resume = checkpoint_evidence(run, onset.step)
     evidence.extend(ck_ev)
     # a message with no step to place it: where it was printed (a traceback's stop is at the end anyway)
-    at = (f"step {onset.step}" if onset.step is not None else
-          f"{onset.evidence.where} of {onset.evidence.artifact}" if onset.message and onset.evidence.where.startswith("line ")
-          else "the end of the log")
+    at = onset_at(onset) if onset.step is not None or onset.message else "the end of the log"
     shape = "hidden as loss 0.0 by logging_nan_inf_filter" if onset.hidden_zero else (
         "then finite again (particular batches)" if onset.recovered and not onset.persistent else
         "then finite and non-finite in turn, non-finite at the last log" if onset.recovered else "and it stays non-finite")

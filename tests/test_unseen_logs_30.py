@@ -382,3 +382,18 @@ def test_tf_print_losses_and_a_cut_summary_error_are_read(tmp_path: Path):
 def test_two_tf_print_lines_are_not_a_series(tmp_path: Path):
     a = _run(tmp_path, "Total loss is :[0.5]\nTotal loss is :[0.4]\n")
     assert a.run.arrays("loss") is None
+
+
+# https://github.com/Calamari-OCR/calamari/issues/89 (the first three lines as pasted, the TF deprecation text after the
+# third cut): TF's CTC finds no alignment for a line image, and Calamari's own check sees the loss go infinite
+CALAMARI_89 = r"""tensorflow/core/util/ctc/ctc_loss_calculator.cc:144] No valid path found.
+WARNING: Infinite loss. Skipping batch.
+Error: Loss is not finite! Trying to restart from last checkpoint.
+"""
+
+
+def test_loss_is_not_finite_beside_no_valid_path_is_the_ctc_cause(tmp_path: Path):
+    a = _run(tmp_path, CALAMARI_89)
+    assert _verdict(a) == ("failed", "ctc_output_longer_than_input")  # was healthy (the CTC warning alone)
+    f = next(f for f in a.diagnosis.findings if f.code == "DATA001")
+    assert f.title.endswith("at line 3 of log.txt")  # a step-less onset is placed by its line, not "step None"
