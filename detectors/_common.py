@@ -528,12 +528,18 @@ def nonfinite_onset(run: Run) -> Onset | None:
     return candidates[0]
 
 
+def evidence_line(ev: Evidence) -> int | None:
+    """The line number of evidence placed by its line (``where`` = ``line N``), else None."""
+    m = re.fullmatch(r"line (\d+)", ev.where)
+    return int(m[1]) if m is not None else None
+
+
 def onset_at(onset: Onset) -> str:
     """Where an onset is, in words: its step, else the line of the message that reported it."""
     if onset.step is not None:
         return f"step {onset.step}"
     ev = onset.evidence
-    return f"{ev.where} of {ev.artifact}" if ev.where.startswith("line ") else "a step the log does not give"
+    return f"{ev.where} of {ev.artifact}" if evidence_line(ev) is not None else "a step the log does not give"
 
 
 #: series that are no loss when nothing else is logged: NaN there is no failure of the training (a class absent from an

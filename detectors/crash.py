@@ -36,7 +36,7 @@ from dataclasses import replace
 from typing import Any
 
 from autopsy.model import Event, Evidence, Finding, Run
-from detectors._common import checkpoint_state, event_evidence, loss_like, nonfinite_onset, step_near
+from detectors._common import checkpoint_state, event_evidence, evidence_line, loss_like, nonfinite_onset, step_near
 from detectors.knobs import knob, sentence
 
 CODE = "CRASH001"
@@ -315,8 +315,8 @@ def _in_vllm(run: Run, ooms: list[Event]) -> bool:
 def _printed_before(ev: Evidence, fatal: Event) -> bool:
     """A step-less non-finite message printed above the fatal exception in the same file ("NaN loss encountered in
     epoch 0!" and then the traceback): the NaN came first."""
-    m = re.fullmatch(r"line (\d+)", ev.where)
-    return (m is not None and ev.step is None and fatal.line is not None and int(m[1]) < fatal.line
+    line = evidence_line(ev)
+    return (line is not None and ev.step is None and fatal.line is not None and line < fatal.line
             and ev.artifact == fatal.source)
 
 

@@ -41,8 +41,7 @@ NEEDS_ANY = True
 #: transformers' CTC heads (Wav2Vec2/HuBERT/WavLM/Data2VecAudio/SEW/UniSpeech/Wav2Vec2-BERT ...ForCTC.forward) check the
 #: labels first: ``raise ValueError(f"Label values must be <= vocab_size: {self.config.vocab_size}")``
 CTC_LABELS_RE = re.compile(r"Label values must be <= vocab_size: (\d+)")
-INDEX_RE = re.compile(r"index out of range in self|srcIndex < srcSelectDimSize|Label values must be <= vocab_size: \d+",
-                      re.IGNORECASE)
+INDEX_RE = re.compile(r"index out of range in self|srcIndex < srcSelectDimSize|" + CTC_LABELS_RE.pattern, re.IGNORECASE)
 EMBEDDING_RE = re.compile(r"embedding|embed_tokens|wte\b|word_embeddings|srcIndex < srcSelectDimSize", re.IGNORECASE)
 POSITION_RE = re.compile(r"position|wpe\b|max_position_embeddings", re.IGNORECASE)
 REFS = ["https://github.com/huggingface/transformers/issues/11102", "https://github.com/huggingface/transformers/issues/12763",

@@ -150,10 +150,10 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("gemma_eager_warning", re.compile(r"strongly recommended to train Gemma\d* models with the `?eager`? attention"), lambda m: {}),
     ("flash_attn_warning", re.compile(r"Flash ?Attention|flash_attn|flash_attention_[23]|FlashAttention"), lambda m: {}),
     ("nan_stop", re.compile(r"Loss is (nan|inf|-inf|NaN|Inf)\b[^\n]{0,20}stopping training"), lambda m: {"value": m[1]}),
-    # a trainer's own check saying so in words (AutoGluon's fastai callback: "WARNING: NaN loss encountered in epoch 0!")
     # Calamari's (and other loops') own check: "Error: Loss is not finite! Trying to restart from last checkpoint."
     ("nan_stop", re.compile(r"\b[Ll]oss is not finite\b"), lambda m: {}),
-    # (not a guard that skips the batch and trains on: "NaN loss detected, skipping batch" is a skip, not a stop)
+    # a trainer's own check saying so in words (AutoGluon's fastai callback: "WARNING: NaN loss encountered in epoch 0!");
+    # not a guard that skips the batch and trains on: "NaN loss detected, skipping batch" is a skip, not a stop
     ("nan_stop", re.compile(r"(?:\b(?:NaN|nan|NAN|Inf|inf) loss (?:encountered|detected)\b|\b(?:[Dd]etected|[Ee]ncountered) "
                             r"(?:a )?(?:NaN|nan|Inf|inf) loss\b)(?![^\n]{0,80}(?i:skip|ignor))"), lambda m: {}),
     # a trainer skipping one update because the gradient norm is not finite (float32 too, no loss scaler): ESPnet2
