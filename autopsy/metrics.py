@@ -119,7 +119,7 @@ PRIMARY_LOSSES = ("loss", "train_loss", "eval_loss", "ppl", "eval_ppl")
 #: "loss" as a part of a metric's name (``loss_cls``, ``train_mel_loss_before``, ``decode.loss_seg``, ``generator_loss``);
 #: not a path segment of its own (``ray/tune/loss``: a tracker's copy of the loss on its own step axis); a term after a
 #: path is one (Chainer/ESPnet1 ``main/loss_ctc``, ``train/loss_cls``)
-_LOSS_PART = re.compile(r"(?:^|[_.\s-])loss(?:$|[_/.\s-])|/loss[_.]")
+LOSS_PART = re.compile(r"(?:^|[_.\s-])loss(?:$|[_/.\s-])|/loss[_.]")
 #: a camel-case loss term (GluonCV ``ObjLoss``/``BoxCenterLoss``, Keras-style ``CrossEntropyLoss``, ``TotalLoss``)
 _CAMEL_LOSS = re.compile(r"[a-z0-9]Loss(?:$|[A-Z0-9_/.\s-])")
 #: held-out series (``eval_loss_A``, ``val/loss_cls``): a stand-in loss only when the run logs no training one
@@ -131,7 +131,7 @@ def loss_like(metric: str) -> bool:
     m = metric.lower()
     if m in SUMMARY_KEYS or m.startswith("loss_scale") or m.endswith("loss_scale"):
         return False
-    return (m in NONFINITE_WATCH or m.startswith("loss") or _LOSS_PART.search(m) is not None
+    return (m in NONFINITE_WATCH or m.startswith("loss") or LOSS_PART.search(m) is not None
             or _CAMEL_LOSS.search(metric) is not None)
 
 

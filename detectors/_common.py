@@ -16,7 +16,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from autopsy.metrics import _LOSS_PART, loss_like
+from autopsy.metrics import LOSS_PART, loss_like
 from autopsy.model import Checkpoint, Event, Evidence, Run
 from detectors.knobs import HF_FRAMEWORKS
 
@@ -378,7 +378,7 @@ def not_computed(run: Run, metric: str, pts: Series) -> bool:
         return False
     if HELD_OUT.search(metric) is not None and loss_like(metric):
         return False  # an evaluation loss NaN at every evaluation was computed, from NaN (ultralytics' val/box_loss)
-    if len(pts) < NOT_COMPUTED_LOGS and _LOSS_PART.search(metric.lower()):
+    if len(pts) < NOT_COMPUTED_LOGS and LOSS_PART.search(metric.lower()):
         return False  # a loss term NaN at its one or two logs has not shown it is never computed
     loss = points(run, "loss")
     if len(loss):
