@@ -53,3 +53,32 @@ def test_stand_ins_are_training_terms_first_then_the_most_logged():
     assert stand_in_losses({"eval_loss": 3, "loss_A": 12}) == []  # a run's evaluation loss is one of the primaries
     assert stand_in_losses({"loss_scale": 9, "train_runtime": 1, "accuracy": 9}) == []
     assert loss_like("grad_norm") and not loss_like("loss_scale") and not loss_like("ray/tune/loss")
+
+
+# https://github.com/Daniil-Osokin/lightweight-human-pose-estimation.pytorch/issues/163 (the first two "Iter" blocks as
+# pasted): per-stage losses only, with names longer than the usual curve names
+LWOPENPOSE_163 = """Iter: 109200
+stage1_pafs_loss:     106.98959228515625
+stage1_heatmaps_loss: 38.43838272094727
+stage2_pafs_loss:     93.64942905426025
+stage2_heatmaps_loss: 33.54309009552002
+stage3_pafs_loss:     90.79842319488526
+stage3_heatmaps_loss: 32.240625839233395
+total_losses_after [0, 0, 0, 0, 0, 0]
+Iter: 109300
+stage1_pafs_loss:     33.303994522094726
+stage1_heatmaps_loss: 11.86858995437622
+stage2_pafs_loss:     29.057841224670412
+"""
+
+
+def test_long_stand_in_names_keep_the_curves_aligned(tmp_path: Path):
+    a = _run(tmp_path, LWOPENPOSE_163)
+    md = markdown.render(build_report(a, "autopsy run log.txt"))
+    block = md[md.index("### Curves"):].split("```text\n", 1)[1].split("```", 1)[0].rstrip("\n").split("\n")
+    names = [line.split(" ", 1)[0] for line in block[:2]]
+    assert names == ["stage1_heatmaps_loss", "stage1_pafs_loss"]
+    # every row is padded to the longest name, so each sparkline starts in the same column
+    widest = max(len(n) for n in names)
+    assert all(line[:widest + 1] == n.ljust(widest) + " " for n, line in zip(names, block[:2]))
+    assert block[3].startswith(" " * widest + " step ")

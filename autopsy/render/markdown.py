@@ -131,15 +131,16 @@ def curves(report: dict[str, Any], onset: int | None) -> str:
         return ""
     lo = min(s.steps[0] for s in loaded)
     hi = max(s.steps[-1] for s in loaded)
+    pad = max([13] + [len(s.name) for s in loaded])  # a stand-in loss name may be longer than the usual ones
     lines = []
     for s in loaded:
         spark, note = sparkline(s, lo, hi)
-        lines.append(f"{s.name:<13} {spark}  {note}")
+        lines.append(f"{s.name:<{pad}} {spark}  {note}")
     axis = [" "] * SPARK_WIDTH
     if onset is not None and lo <= onset <= hi:
         axis[min(SPARK_WIDTH - 1, int((onset - lo) / max(hi - lo, 1) * SPARK_WIDTH))] = "^"
-    lines.append(f"{'':<13} {''.join(axis)}")
-    lines.append(f"{'':<13} step {lo} .. {hi}" + (f"; ^ onset at step {onset}" if onset is not None else "")
+    lines.append(f"{'':<{pad}} {''.join(axis)}")
+    lines.append(f"{'':<{pad}} step {lo} .. {hi}" + (f"; ^ onset at step {onset}" if onset is not None else "")
                  + f"; {NONFINITE_MARK} = NaN/Inf in that stretch")
     return "### Curves\n\n" + fence("\n".join(lines))
 
