@@ -8,7 +8,8 @@ What it detects:
     a user stop, reported as info. Keras ending ``fit()`` because the input ran out of data (a warning, no
     exception) becomes ``data_exhausted``: the run stopped short of its plan; so do a bare StopIteration
     (the loop asked for one batch more than the data held) and a ZeroDivisionError before any loss was
-    logged (the epoch's batch count it divides by is 0: the loader yielded no batch).
+    logged (the epoch's batch count it divides by is 0: the loader yielded no batch), and an exception saying the
+    dataset is empty (torch's "num_samples=0", Lightning's "Dataloader returned 0 length").
 
 Why it matters:
     A crash ends the run whatever else happened; the step and the last usable checkpoint say how
@@ -294,6 +295,28 @@ def _iterator_ran_dry(fatal: Event, step: int | None, at: str, evidence: list[Ev
         first_step=step, evidence=evidence, remedies=remedies, basis="inferred", symptom="stopped_early")
 
 
+#: an exception saying the training set is empty, raised before the first batch: torch's RandomSampler ("integeral" in
+#: torch < 1.2), Lightning's check of the train loader's length (the YOLO family's "No labels found" is LBL001's)
+EMPTY_DATA = re.compile(
+    r"num_samples should be a positive integer(?:al)? value, but got num_samples=0\b"
+    r"|`?Dataloader`? returned 0 length")
+
+
+def _empty_data(fatal: Event, at: str, evidence: list[Evidence], said: str) -> Finding:
+    """The loader was built on an empty dataset: the run died before its first batch."""
+    return Finding(
+        code=CODE, name=SLUG, root_cause="data_exhausted", severity="error", confidence=0.8,
+        title=f"The training set is empty{at}: the data loader had no sample to draw",
+        message=(f"The run died before its first batch: \"{said[:160]}\". The dataset handed to the loader holds no "
+                 "sample: its path points at no files, the files have another extension or layout than the dataset "
+                 "class expects, or a filter (length, labels, split) removed every row."),
+        first_step=fatal.step, evidence=evidence,
+        remedies=["Print len(dataset) right after building it and check the data path: the folder layout and file "
+                  "extensions the dataset class looks for, the split file names, and any filter that drops rows.",
+                  "Run again once len(dataset) is at least one batch."],
+        basis="direct", symptom="crash")
+
+
 #: an OOM raised in a rollout engine's own memory (vLLM's KV cache, its sleep/wake-up allocator) beside the trainer
 _VLLM = re.compile(r"vllm|cumem_allocator|LLMRayActor", re.IGNORECASE)
 VLLM_OOM_REMEDY = ("The memory ran out in the vLLM rollout engine (its KV cache, or mapping its memory back at wake-up "
@@ -391,6 +414,10 @@ def detect(run: Run) -> Iterable[Finding]:
         return
     if exc_type.endswith("ZeroDivisionError") and not after_nan and not any(loss_like(m) for m in run.metrics()):
         yield _no_batches(fatal, at, evidence)
+        return
+    empty = EMPTY_DATA.search(f"{exc_msg} {fatal.message}")
+    if empty is not None and not after_nan:
+        yield _empty_data(fatal, at, evidence, empty[0])
         return
     known = _known_message(f"{exc_msg} {fatal.message}" + (f" frame: {_frame_text(frame)}" if frame else ""))
     remedies = list(known[2]) if known else [f"Fix the {exc_type} named in the traceback (see the frame it was raised in)."]

@@ -137,9 +137,13 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("response_key_missing", re.compile(r"Could not find response key|This instance will be ignored in loss calculation"),
      lambda m: {}),
     # the YOLO family's label cache (yolov3/YOLOv5 assert, ultralytics' warning): no image of the training set has a
-    # label file: "No labels found in <cache>, can not start training." / "WARNING ⚠️ No labels found in <cache>."
-    # (the validation set's "no labels found in val set" is left out)
-    ("no_labels_found", re.compile(r"No labels found in (?!(?:val|test) set)(\S[^\n]{0,300})"), lambda m: {"where": m[1]}),
+    # label file: "No labels found in <cache>, can not start training." / "WARNING ⚠️ No labels found in <cache>.", and
+    # YOLOv5's wording before 2022, kept by YOLOv7: "No labels in <cache>. Can not train without labels." (the
+    # validation set's "no labels found in val set" is left out, and so is the assert's source line that a traceback
+    # prints above the message: "No labels found in {cache_path}")
+    ("no_labels_found", re.compile(r"No labels found in (?!(?:val|test) set)(?!\{)(\S[^\n]{0,300})"
+                                   r"|No labels in (?!\{)(\S[^\n]{0,300}?)\. Can not train without labels"),
+     lambda m: {"where": m[1] or m[2]}),
     # unsloth's dataset check (>= 90% of sampled rows fully masked), printed or raised as ZeroDivisionError
     ("labels_masked", re.compile(r"(Most|All) labels in your dataset are -100"), lambda m: {"share": m[1].lower()}),
     ("prompt_fills_max_length", re.compile(
