@@ -56,7 +56,8 @@ AFTER_NAN_CONFIDENCE = 0.4
 EXPLAINED = re.compile(
     r"doesn't support bf16|does not support bf16|requires_grad|does not require grad|has no gradients|"
     r"loss scale already at minimum|index out of range in self|srcIndex < srcSelectDimSize|"
-    r"prepare_inputs_for_generation|tokenization mismatch|No labels found in",
+    r"prepare_inputs_for_generation|tokenization mismatch|No labels found in|"
+    r"\bTarget -?\d+ (?:is )?out of bounds|(?:cur_target|t) < n_classes",
     re.IGNORECASE)
 #: event kinds whose own line is the exception's: a trainer's finiteness check raising (the non-finite value is the
 #: failure, not the raise), GradScaler finding no gradients, a library refusing bf16 - named where they are read
@@ -430,6 +431,10 @@ def detect(run: Run) -> Iterable[Finding]:
     # detector explains it; demoted to info it left a dead run "healthy"
     explained = EXPLAINED.search(f"{exc_msg} {fatal.message}") is not None and (
         any(e.kind in CORROBORATING_KINDS for e in run.events) or "prepare_inputs_for_generation" in exc_msg)
+    # "CUDA error: device-side assert triggered" names no assert; the kernel's own line printed before it does
+    # ("Assertion `t >= 0 && t < n_classes` failed", "srcIndex < srcSelectDimSize"), and its detector explains it
+    explained = explained or (DEVICE_ASSERT.search(f"{exc_msg} {fatal.message}") is not None and any(
+        e.kind == "index_out_of_range" and EXPLAINED.search(e.message) for e in run.events))
     if named_here or explained:
         yield Finding(code=CODE, name=SLUG, root_cause=None, severity="info", confidence=0.9,
                       title=f"The run died{at} with {exc_type}",

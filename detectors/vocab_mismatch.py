@@ -5,7 +5,9 @@ What it detects:
     device-side assert ``srcIndex < srcSelectDimSize`` (the GPU form of the same lookup), a
     tokenizer whose vocabulary is larger than the model's ``vocab_size``, and transformers' CTC heads
     refusing labels (``ValueError: Label values must be <= vocab_size: 29``: the labels were encoded
-    with a larger character vocabulary than the head was built with).
+    with a larger character vocabulary than the head was built with), and a class label beyond a classifier's outputs
+    (``IndexError: Target 5 is out of bounds.``, the CUDA ``Assertion `t >= 0 && t < n_classes` failed``): the
+    classification form of the same mismatch.
 
 Why it matters:
     Tokens added to the tokenizer (pad, chat-template or special tokens) without
@@ -41,7 +43,11 @@ NEEDS_ANY = True
 #: transformers' CTC heads (Wav2Vec2/HuBERT/WavLM/Data2VecAudio/SEW/UniSpeech/Wav2Vec2-BERT ...ForCTC.forward) check the
 #: labels first: ``raise ValueError(f"Label values must be <= vocab_size: {self.config.vocab_size}")``
 CTC_LABELS_RE = re.compile(r"Label values must be <= vocab_size: (\d+)")
-INDEX_RE = re.compile(r"index out of range in self|srcIndex < srcSelectDimSize|" + CTC_LABELS_RE.pattern, re.IGNORECASE)
+#: the NLL/cross-entropy range check of a class label (aten LossNLL.cpp, its CUDA kernels, TH's ClassNLLCriterion)
+CLASS_RE = re.compile(r"\bTarget (-?\d+) (?:is )?out of bounds|Assertion \W{0,2}(?:cur_target|t) >= 0 && (?:cur_target|t) < "
+                      r"n_classes\W{0,2} failed")
+INDEX_RE = re.compile(r"index out of range in self|srcIndex < srcSelectDimSize|" + CTC_LABELS_RE.pattern + "|"
+                      + CLASS_RE.pattern, re.IGNORECASE)
 EMBEDDING_RE = re.compile(r"embedding|embed_tokens|wte\b|word_embeddings|srcIndex < srcSelectDimSize", re.IGNORECASE)
 POSITION_RE = re.compile(r"position|wpe\b|max_position_embeddings", re.IGNORECASE)
 REFS = ["https://github.com/huggingface/transformers/issues/11102", "https://github.com/huggingface/transformers/issues/12763",
@@ -85,6 +91,28 @@ def detect(run: Run) -> Iterable[Finding]:
                       "Rebuild vocab.json from this dataset's own transcripts (every character of the training text) and "
                       "encode the labels again; check max(label ids) < vocab_size on the data before training."],
             references=["https://huggingface.co/blog/fine-tune-w2v2-bert"],
+        )
+        return
+    cls = next(((e, m) for e, text in crashes if (m := CLASS_RE.search(text))), None)
+    if cls is not None:
+        e, m = cls
+        label = f"label {m[1]}" if m[1] else "a label"
+        yield Finding(
+            code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.85,
+            title=f"A class {label.replace('a label', 'label')} outside the classifier's range",
+            message=(f"The loss refused {label}: cross-entropy/NLL takes class indices 0..C-1 for a head with C outputs, "
+                     + ("and a negative label is never one (an unmapped class, or -1 for 'none' where the loss's "
+                        "ignore_index is -100)" if m[1] and m[1].startswith("-") else
+                        "and the data holds one the head does not have (the head built with fewer classes than the "
+                        "labels, 1-based labels, or segmentation masks read as pixel values such as 255)")
+                     + f": {e.message.strip().splitlines()[-1][:160]}."),
+            first_step=e.step, evidence=[event_evidence(e)] + evidence, basis="direct", symptom="crash",
+            remedies=["Check the labels against the head: min(label) >= 0 and max(label) < num_classes (num_labels for a "
+                      "transformers classifier); build the head with the dataset's number of classes, map 1-based labels "
+                      "to 0-based, or set ignore_index to the value that marks 'no label'.",
+                      "Segmentation masks: load them as class indices (nearest-neighbour resize, no normalisation), "
+                      "e.g. mask // 255 for a 0/255 binary mask, not as greyscale pixel values.",
+                      "On GPU, rerun one step with CUDA_LAUNCH_BLOCKING=1 (or on CPU) to see the offending label."],
         )
         return
     if crashes:

@@ -100,3 +100,72 @@ def test_an_empty_dataset_after_a_nan_is_not_the_cause(tmp_path: Path):
     log = "step 1 | loss 2.31\nstep 2 | loss 2.10\nstep 3 | loss nan\nstep 4 | loss nan\n" + DCPDN_65
     a = _run(tmp_path, log)
     assert _verdict(a)[1] != "data_exhausted"
+
+
+# https://github.com/pytorch/pytorch/issues/50259 (the traceback of the first comment, as pasted)
+PYTORCH_50259 = r"""Traceback (most recent call last):
+  File "E:/pytorch的编译资料/pytorch 全连接神经网络.py", line 102, in <module>
+    loss = criterion(out, target.long())
+  File "D:\ProgramData\Anaconda3\lib\site-packages\torch\nn\modules\module.py", line 727, in _call_impl
+    result = self.forward(*input, **kwargs)
+  File "D:\ProgramData\Anaconda3\lib\site-packages\torch\nn\modules\loss.py", line 962, in forward
+    ignore_index=self.ignore_index, reduction=self.reduction)
+  File "D:\ProgramData\Anaconda3\lib\site-packages\torch\nn\functional.py", line 2468, in cross_entropy
+    return nll_loss(log_softmax(input, 1), target, weight, None, ignore_index, None, reduction)
+  File "D:\ProgramData\Anaconda3\lib\site-packages\torch\nn\functional.py", line 2264, in nll_loss
+    ret = torch._C._nn.nll_loss(input, target, weight, _Reduction.get_enum(reduction), ignore_index)
+IndexError: Target 117 is out of bounds.
+"""
+
+# https://github.com/EricFillion/happy-transformer/issues/248 (as pasted; the maintainer: "The lowest valid label number
+# is 0"): a -1 label
+HAPPY_248 = """return torch._C._nn.cross_entropy_loss(input, target, weight, _Reduction.get_enum(reduction), ignore_index) IndexError:
+Target -1 is out of bounds.
+"""
+
+# https://github.com/layumi/Person_reID_baseline_pytorch/issues/372 (as pasted, the five kernel lines kept): the GPU form,
+# after an epoch that trained
+REID_372 = """Epoch 0/59
+----------
+train Loss: 2.7186 Acc: 0.4082
+/pytorch/aten/src/THCUNN/ClassNLLCriterion.cu:108: cunn_ClassNLLCriterion_updateOutput_kernel: block: [0,0,0], thread: [0,0,0] Assertion `t >= 0 && t < n_classes` failed.
+/pytorch/aten/src/THCUNN/ClassNLLCriterion.cu:108: cunn_ClassNLLCriterion_updateOutput_kernel: block: [0,0,0], thread: [8,0,0] Assertion `t >= 0 && t < n_classes` failed.
+/pytorch/aten/src/THCUNN/ClassNLLCriterion.cu:108: cunn_ClassNLLCriterion_updateOutput_kernel: block: [0,0,0], thread: [11,0,0] Assertion `t >= 0 && t < n_classes` failed.
+/pytorch/aten/src/THCUNN/ClassNLLCriterion.cu:108: cunn_ClassNLLCriterion_updateOutput_kernel: block: [0,0,0], thread: [20,0,0] Assertion `t >= 0 && t < n_classes` failed.
+/pytorch/aten/src/THCUNN/ClassNLLCriterion.cu:108: cunn_ClassNLLCriterion_updateOutput_kernel: block: [0,0,0], thread: [31,0,0] Assertion `t >= 0 && t < n_classes` failed.
+Traceback (most recent call last):
+  File "train.py", line 577, in <module>
+    num_epochs=opt.total_epoch)
+  File "train.py", line 379, in train_model
+    running_loss += loss.item() * now_batch_size
+RuntimeError: CUDA error: device-side assert triggered
+"""
+
+# https://github.com/LiyuanLucasLiu/LM-LSTM-CRF/issues/27 (as pasted: Markdown ate the backticks around the condition)
+LMLSTMCRF_27 = ("/opt/conda/conda-bld/pytorch_1518244421288/work/torch/lib/THCUNN/ClassNLLCriterion.cu:101: void "
+                "cunn_ClassNLLCriterion_updateOutput_kernel(Dtype *, Dtype *, Dtype *, long *, Dtype *, int, int, int, int, "
+                "long) [with Dtype = float, Acctype = float]: block: [0,0,0], thread: [2,0,0] Assertion t >= 0 && t < "
+                "n_classes failed.\n")
+
+
+def test_a_class_label_beyond_the_classifier_is_named(tmp_path: Path):
+    for i, (log, label) in enumerate(((PYTORCH_50259, "117"), (HAPPY_248, "-1"), (REID_372, None),
+                                      (LMLSTMCRF_27, None))):
+        d = tmp_path / str(i)
+        d.mkdir()
+        a = _run(d, log)
+        assert _verdict(a) == ("failed", "vocab_mismatch"), i
+        f = next(f for f in a.diagnosis.findings if f.code == "VOCAB001")
+        assert "outside the classifier's range" in f.title, (i, f.title)
+        assert (f"label {label} " in f.title) if label else "A class label outside" in f.title, (i, f.title)
+        assert ("negative label" in f.message) == (label == "-1"), i
+        # the exception is the cause's consequence, not a second error
+        assert all(g.severity == "info" for g in a.diagnosis.findings if g.code == "CRASH001"), i
+
+
+def test_other_out_of_bounds_messages_are_not_class_labels(tmp_path: Path):
+    # numpy's and a generic Python index error name no loss target
+    log = ("Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n    x = a[10]\n"
+           "IndexError: index 10 is out of bounds for axis 0 with size 10\n")
+    a = _run(tmp_path, log)
+    assert _verdict(a) == ("failed", "crash")

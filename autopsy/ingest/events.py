@@ -311,6 +311,13 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
                                     r"[Bb](?:f|float)16 is (?:only|not) supported|bf16 is not supported"), lambda m: {}),
     # transformers' CTC heads: "ValueError: Label values must be <= vocab_size: 29" (a label id beyond the head)
     ("index_out_of_range", re.compile(r"Label values must be <= vocab_size: (\d+)"), lambda m: {"vocab_size": int(m[1])}),
+    # a class label beyond the classifier's outputs, caught by the NLL/cross-entropy range check: "IndexError: Target 5
+    # is out of bounds." (aten LossNLL.cpp), "Target 100 out of bounds at ...ClassNLLCriterion.c" (torch < 1.0), the
+    # CUDA kernels' "Assertion `t >= 0 && t < n_classes` failed." / "Assertion `cur_target >= 0 && cur_target <
+    # n_classes` failed." (TH printed ' for the closing quote; a Markdown paste may drop or double the backticks)
+    ("index_out_of_range", re.compile(r"\bTarget (-?\d+) (?:is )?out of bounds|"
+                                      r"Assertion \W{0,2}(?:cur_target|t) >= 0 && (?:cur_target|t) < n_classes\W{0,2} failed"),
+     lambda m: {"target": int(m[1])} if m[1] else {}),
     ("index_out_of_range", re.compile(r"index out of range in self|device-side assert triggered|"
                                       r"srcIndex < srcSelectDimSize|indexSelect\w*Kernel"), lambda m: {}),
     ("ddp_unused_params", re.compile(r"Expected to have finished reduction in the prior iteration"), lambda m: {}),
@@ -365,6 +372,7 @@ TRIGGERS = (
     "Found NaN", "No valid path", "StopIteration", "No labels found", "Couldn't open file",
     "Not enough time for target", "Out of memory error", "Model diverged with", "PARAMETER loss_scale", "OutOfMemory", "_len", "NaN detected in", "NaN found in", "There were missing keys",
     "epoch_iterator", "Continuing training from", "Using a target size", "checkpoint found", "Region ", "optimizer step", "optimiser step", "Found inf or nan", "NaN or Inf found", "Expected parameter", "NaN loss", "nan loss", "Inf loss", "inf loss",
+    "out of bounds",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the
