@@ -7,7 +7,9 @@ What it detects:
     hold different numbers of elements (a ``[1]`` prediction against ``[10]`` targets), broadcast to more elements than
     either holds (``[N, 1]`` against ``[N]`` gives ``[N, N]``: every prediction is compared with every target), or when
     the prediction is empty (a dimension of 0: the mean over nothing is NaN). Shapes that differ only by size-1
-    dimensions (``[3, 32, 32]`` beside ``[1, 3, 32, 32]``) pair the same values and are left alone.
+    dimensions (``[3, 32, 32]`` beside ``[1, 3, 32, 32]``) pair the same values and are left alone. And the crash of
+    ``nll_loss``/``cross_entropy`` refusing rows that do not pair up: "Expected input batch_size (60) to match target
+    batch_size (10)" (a flatten folding features into the batch, sequence lengths that differ, a fixed batch size).
 
 Why it matters:
     Nothing crashes. The loss is a number, it even falls a little (the model learns the targets' mean), and the run
@@ -28,7 +30,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from autopsy.model import Finding, Run
+from autopsy.model import Event, Finding, Run
 from detectors._common import event_evidence, fmt, points
 
 CODE = "SHP001"
@@ -63,8 +65,33 @@ def _remedies(empty: bool) -> list[str]:
     return [_EMPTY, _RESHAPE] if empty else [_RESHAPE]
 
 
+def _rows(ev: Event) -> Finding:
+    """nll_loss/cross_entropy refused a prediction with another number of rows than its target."""
+    n_in, n_t = int(ev.data["batch_input"]), int(ev.data["batch_target"])
+    folded = n_in > n_t > 0 and n_in % n_t == 0
+    causes = [f"the output has {n_in // n_t}x as many rows as there are targets: a view(-1, K) or flatten in the forward "
+              "pass folds part of each sample into the batch dimension (an input resolution or feature count other "
+              "than the layer was sized for)"] if folded else []
+    causes += ["sequence outputs and targets flattened with different lengths (logits [N*T, C] against labels [N*T'])",
+               "a batch size fixed inside the model or the loss (the last, smaller batch of an epoch breaks it)"]
+    return Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.75,
+        title=f"The loss got {n_in} prediction rows for {n_t} targets",
+        message=("nll_loss/cross_entropy takes one row of class scores per target and refused a prediction of "
+                 f"{n_in} rows against {n_t} targets. Usual causes: " + "; ".join(causes) + "."),
+        first_step=ev.step, evidence=[event_evidence(ev, f"PyTorch: input batch_size {n_in}, target batch_size {n_t}")],
+        basis="direct", symptom="crash",
+        remedies=["Print output.shape and target.shape right before the loss: flatten with x.view(x.size(0), -1) (or "
+                  "torch.flatten(x, 1)) and size the next Linear layer from the real feature count; for sequences, "
+                  "flatten logits to [N*T, C] and labels to [N*T] from the same T (pad or cut both).",
+                  "Take the batch size from the tensors (x.size(0)), never from a constant, so the last batch fits."])
+
+
 def detect(run: Run) -> Iterable[Finding]:
     for ev in run.events_of("loss_shape_mismatch"):
+        if "batch_input" in ev.data:
+            yield _rows(ev)
+            return
         target, pred = list(ev.data.get("target") or []), list(ev.data.get("input") or [])
         empty = 0 in pred
         both = _broadcast(target, pred)

@@ -169,3 +169,43 @@ def test_other_out_of_bounds_messages_are_not_class_labels(tmp_path: Path):
            "IndexError: index 10 is out of bounds for axis 0 with size 10\n")
     a = _run(tmp_path, log)
     assert _verdict(a) == ("failed", "crash")
+
+
+# https://github.com/pytorch/pytorch/issues/139031 (the end of the notebook traceback, as pasted; closed as a usage error:
+# the model's output rows did not pair with the labels)
+PYTORCH_139031 = """/usr/local/lib/python3.10/dist-packages/torch/nn/functional.py in cross_entropy(input, target, weight, size_average, ignore_index, reduce, reduction, label_smoothing)
+   3477     if size_average is not None or reduce is not None:
+   3478         reduction = _Reduction.legacy_get_string(size_average, reduce)
+-> 3479     return torch._C._nn.cross_entropy_loss(
+   3480         input,
+   3481         target,
+
+ValueError: Expected input batch_size (60) to match target batch_size (10).
+"""
+
+# https://github.com/gauthierdmn/question_generation/issues/4 (as pasted): sequence logits flattened against questions of
+# another length, 1216 = 64 x 19 rows against 1280 = 64 x 20 labels
+QGEN_4 = """Traceback (most recent call last):
+  File "train.py", line 171, in <module>
+    loss = criterion(pred.view(-1, pred.size(2)), question.view(-1))
+  File "/var/www/html/question_generate/env/lib/python3.6/site-packages/torch/nn/modules/module.py", line 493, in __call__
+    result = self.forward(*input, **kwargs)
+  File "/var/www/html/question_generate/env/lib/python3.6/site-packages/torch/nn/modules/loss.py", line 209, in forward
+    return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index, reduction=self.reduction)
+  File "/var/www/html/question_generate/env/lib/python3.6/site-packages/torch/nn/functional.py", line 1869, in nll_loss
+    .format(input.size(0), target.size(0)))
+ValueError: Expected input batch_size (1216) to match target batch_size (1280)
+"""
+
+
+def test_prediction_rows_that_do_not_pair_with_the_targets_are_a_shape_mismatch(tmp_path: Path):
+    for i, (log, n_in, n_t, folded) in enumerate(((PYTORCH_139031, 60, 10, True), (QGEN_4, 1216, 1280, False))):
+        d = tmp_path / str(i)
+        d.mkdir()
+        a = _run(d, log)
+        assert _verdict(a) == ("failed", "loss_shape_mismatch"), i
+        f = next(f for f in a.diagnosis.findings if f.code == "SHP001")
+        assert f.title == f"The loss got {n_in} prediction rows for {n_t} targets"
+        assert ("6x as many rows" in f.message) == folded
+        assert "sequence outputs" in f.message
+        assert all(g.severity == "info" for g in a.diagnosis.findings if g.code == "CRASH001"), i

@@ -245,6 +245,10 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("loss_shape_mismatch", re.compile(r"Using a target size \(torch\.Size\(\[([\d, ]*)\]\)\) that is different to the "
                                        r"input size \(torch\.Size\(\[([\d, ]*)\]\)\)"),
      lambda m: {"target": _shape(m[1]), "input": _shape(m[2])}),
+    # nll_loss/cross_entropy's row check (torch.nn.functional, aten LossNLL): "ValueError: Expected input batch_size (60)
+    # to match target batch_size (10)." - the prediction has another number of rows than the target
+    ("loss_shape_mismatch", re.compile(r"Expected input batch_size \((\d+)\) to match target batch_size \((\d+)\)"),
+     lambda m: {"batch_input": int(m[1]), "batch_target": int(m[2])}),
     # a darknet YOLO layer's statistics of one iteration (pjreddie "Region 82 Avg IOU: -nan, Class: -nan, Obj: -nan, No
     # Obj: 0.504497, .5R: -nan, .75R: -nan,  count: 0"; AlexeyAB "v3 (mse loss, ...) Region 82 Avg (IOU: -nan, GIOU: -nan),
     # ..., count: 0"): count is the ground-truth objects the layer matched in the batch; its averages are 0/0 = -nan
@@ -372,7 +376,7 @@ TRIGGERS = (
     "Found NaN", "No valid path", "StopIteration", "No labels found", "Couldn't open file",
     "Not enough time for target", "Out of memory error", "Model diverged with", "PARAMETER loss_scale", "OutOfMemory", "_len", "NaN detected in", "NaN found in", "There were missing keys",
     "epoch_iterator", "Continuing training from", "Using a target size", "checkpoint found", "Region ", "optimizer step", "optimiser step", "Found inf or nan", "NaN or Inf found", "Expected parameter", "NaN loss", "nan loss", "Inf loss", "inf loss",
-    "out of bounds",
+    "out of bounds", "Expected input batch",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the
