@@ -9,7 +9,9 @@ What it detects:
     the prediction is empty (a dimension of 0: the mean over nothing is NaN). Shapes that differ only by size-1
     dimensions (``[3, 32, 32]`` beside ``[1, 3, 32, 32]``) pair the same values and are left alone. And the crash of
     ``nll_loss``/``cross_entropy`` refusing rows that do not pair up: "Expected input batch_size (60) to match target
-    batch_size (10)" (a flatten folding features into the batch, sequence lengths that differ, a fixed batch size).
+    batch_size (10)" (a flatten folding features into the batch, sequence lengths that differ, a fixed batch size), and
+    binary cross-entropy raising on the same size mismatch ("ValueError: Using a target size ...", "Target size (...)
+    must be the same as input size (...)"), where the run dies instead of training on a broadcast.
 
 Why it matters:
     Nothing crashes. The loss is a number, it even falls a little (the model learns the targets' mean), and the run
@@ -87,10 +89,37 @@ def _rows(ev: Event) -> Finding:
                   "Take the batch size from the tensors (x.size(0)), never from a constant, so the last batch fits."])
 
 
+def _refused(ev: Event, target: list[int], pred: list[int]) -> Finding:
+    """binary_cross_entropy(_with_logits) refused a target whose shape differs from the prediction's (it raises where
+    the regression losses only warn): the run died at its first loss."""
+    if len(target) == len(pred) + 1 and target[:len(pred)] == pred:
+        why = f"the target has an extra trailing dimension of {target[-1]} (one-hot labels, or a mask read with channels)"
+    elif len(pred) == len(target) + 1 and pred[-1] == 1 and pred[:-1] == target:
+        why = "the model's [N, 1] output against [N] labels: squeeze the output or unsqueeze the target"
+    elif len(pred) == len(target) and sum(a != b for a, b in zip(pred, target)) == 1 and len(pred) >= 2 \
+            and pred[1] != target[1]:
+        why = (f"the channels differ ({pred[1]} predicted, {target[1]} in the target): the head's number of classes, or "
+               "a mask loaded in RGB where one channel was expected")
+    else:
+        why = "print both shapes right before the loss"
+    return Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.75,
+        title=f"The loss refused a target of shape {_size(target)} for a prediction of shape {_size(pred)}",
+        message=("Binary cross-entropy takes a target of exactly the prediction's shape and raised on "
+                 f"{_size(target)} against {_size(pred)}: {why}."),
+        first_step=ev.step, evidence=[event_evidence(ev, f"PyTorch: target size {_size(target)}, input size {_size(pred)}")],
+        basis="direct", symptom="crash",
+        remedies=[_RESHAPE, "If the channels or classes differ: build the head with the target's number of classes, or "
+                  "load masks as one channel of class indices (convert('L'), nearest-neighbour resize)."])
+
+
 def detect(run: Run) -> Iterable[Finding]:
     for ev in run.events_of("loss_shape_mismatch"):
         if "batch_input" in ev.data:
             yield _rows(ev)
+            return
+        if ev.data.get("raised"):
+            yield _refused(ev, list(ev.data.get("target") or []), list(ev.data.get("input") or []))
             return
         target, pred = list(ev.data.get("target") or []), list(ev.data.get("input") or [])
         empty = 0 in pred

@@ -209,3 +209,42 @@ def test_prediction_rows_that_do_not_pair_with_the_targets_are_a_shape_mismatch(
         assert ("6x as many rows" in f.message) == folded
         assert "sequence outputs" in f.message
         assert all(g.severity == "info" for g in a.diagnosis.findings if g.code == "CRASH001"), i
+
+
+# https://github.com/milesial/Pytorch-UNet/issues/244 (as pasted; solved by converting the masks to one channel)
+UNET_244 = r"""Epoch 1/5:   0%|          | 0/37 [00:05<?, ?img/s]
+Traceback (most recent call last):
+  File "D:/project/Pytorch-UNet-master/train.py", line 181, in <module>
+    val_percent=args.val / 100)
+  File "D:/project/Pytorch-UNet-master/train.py", line 80, in train_net
+    loss = criterion(masks_pred, true_masks)
+  File "D:\Python\lib\site-packages\torch\nn\modules\module.py", line 541, in __call__
+    result = self.forward(*input, **kwargs)
+  File "D:\Python\lib\site-packages\torch\nn\modules\loss.py", line 601, in forward
+    reduction=self.reduction)
+  File "D:\Python\lib\site-packages\torch\nn\functional.py", line 2112, in binary_cross_entropy_with_logits
+    raise ValueError("Target size ({}) must be the same as input size ({})".format(target.size(), input.size()))
+ValueError: Target size (torch.Size([1, 3, 256, 256])) must be the same as input size (torch.Size([1, 1, 256, 256]))
+"""
+
+# https://github.com/Arctanxy/W-Net-PyTorch/issues/15 (the comment's traceback, its last lines): binary_cross_entropy
+# raises the message the regression losses only warn with
+WNET_15 = """  File "/home/pytorch/lib/python3.6/site-packages/torch/nn/modules/loss.py", line 613, in forward
+    return F.binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
+  File "/home//pytorch/lib/python3.6/site-packages/torch/nn/functional.py", line 2752, in binary_cross_entropy
+    "Please ensure they have the same size.".format(target.size(), input.size())
+ValueError: Using a target size (torch.Size([64])) that is different to the input size (torch.Size([64, 1])) is deprecated. Please ensure they have the same size.
+"""
+
+
+def test_binary_cross_entropy_refusing_a_shape_is_a_crash_not_a_broadcast(tmp_path: Path):
+    for i, (log, why) in enumerate(((UNET_244, "the channels differ (1 predicted, 3 in the target)"),
+                                    (WNET_15, "[N, 1] output against [N] labels"))):
+        d = tmp_path / str(i)
+        d.mkdir()
+        a = _run(d, log)
+        assert _verdict(a) == ("failed", "loss_shape_mismatch"), i
+        f = next(f for f in a.diagnosis.findings if f.code == "SHP001")
+        assert f.title.startswith("The loss refused a target of shape"), f.title
+        assert why in f.message and "broadcast" not in f.message, f.message
+        assert all(g.severity == "info" for g in a.diagnosis.findings if g.code == "CRASH001"), i

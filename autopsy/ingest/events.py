@@ -242,9 +242,14 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
      lambda m: {"trainer": "hf", "stopped_at": int(m[1]), "planned_steps": int(m[2]) if m[2] else None}),
     # torch.nn.functional's regression / BCE losses (mse_loss, l1_loss, smooth_l1_loss, huber_loss warn; binary_cross_entropy
     # raises): "Using a target size (torch.Size([64])) that is different to the input size (torch.Size([64, 1]))"
+    # binary_cross_entropy raises it as a ValueError, and binary_cross_entropy_with_logits raises "Target size
+    # (torch.Size([16])) must be the same as input size (torch.Size([16, 1]))": no broadcast happened, the run died
     ("loss_shape_mismatch", re.compile(r"Using a target size \(torch\.Size\(\[([\d, ]*)\]\)\) that is different to the "
                                        r"input size \(torch\.Size\(\[([\d, ]*)\]\)\)"),
-     lambda m: {"target": _shape(m[1]), "input": _shape(m[2])}),
+     lambda m: {"target": _shape(m[1]), "input": _shape(m[2]), "raised": "Error" in m.string[:m.start()]}),
+    ("loss_shape_mismatch", re.compile(r"Target size \(torch\.Size\(\[([\d, ]*)\]\)\) must be the same as input size "
+                                       r"\(torch\.Size\(\[([\d, ]*)\]\)\)"),
+     lambda m: {"target": _shape(m[1]), "input": _shape(m[2]), "raised": True}),
     # nll_loss/cross_entropy's row check (torch.nn.functional, aten LossNLL): "ValueError: Expected input batch_size (60)
     # to match target batch_size (10)." - the prediction has another number of rows than the target
     ("loss_shape_mismatch", re.compile(r"Expected input batch_size \((\d+)\) to match target batch_size \((\d+)\)"),
@@ -376,7 +381,7 @@ TRIGGERS = (
     "Found NaN", "No valid path", "StopIteration", "No labels found", "Couldn't open file",
     "Not enough time for target", "Out of memory error", "Model diverged with", "PARAMETER loss_scale", "OutOfMemory", "_len", "NaN detected in", "NaN found in", "There were missing keys",
     "epoch_iterator", "Continuing training from", "Using a target size", "checkpoint found", "Region ", "optimizer step", "optimiser step", "Found inf or nan", "NaN or Inf found", "Expected parameter", "NaN loss", "nan loss", "Inf loss", "inf loss",
-    "out of bounds", "Expected input batch",
+    "out of bounds", "Expected input batch", "Target size",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the
