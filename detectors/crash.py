@@ -193,6 +193,16 @@ KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = 
      "an operation mixed float16/bfloat16 and float32 tensors (inputs in one dtype, weights in another) outside autocast",
      ("Run the forward pass under torch.autocast (or the Trainer's fp16/bf16 flags) instead of casting the model by hand, "
       "or cast the inputs to the weights' dtype.",)),
+    # F.linear: "mat1 and mat2 shapes cannot be multiplied (4x356352 and 344064x512)": 356352 features arrive at a layer
+    # built for 344064 (LO-Net-pytorch#1)
+    (re.compile(r"mat1 and mat2 shapes cannot be multiplied \(\d+x\d+ and \d+x\d+\)"),
+     "a Linear layer fed another number of features than it was built for",
+     "a Linear layer received inputs whose last dimension (the second number) differs from its in_features (the third): "
+     "the input resolution, sequence or feature size is not the one the model, its config or its checkpoint was built "
+     "for, or a flatten before it kept the wrong dimensions",
+     ("Print the input's shape right before that layer: feed the input size the model was designed for (image size, "
+      "crop, the feature dimension in the config), or set the layer's in_features to the flattened size (nn.LazyLinear "
+      "infers it); a checkpoint loads only with the config it was trained with.",)),
     (re.compile(r"Couldn't open file: "), "a file it needs cannot be opened (darknet exits)",
      "darknet's file_error() stops the process when a file cannot be opened: the weights backup folder (backup= in the "
      ".data file) that does not exist, or a .cfg/.data/.names/list path that is wrong",

@@ -248,3 +248,18 @@ def test_binary_cross_entropy_refusing_a_shape_is_a_crash_not_a_broadcast(tmp_pa
         assert f.title.startswith("The loss refused a target of shape"), f.title
         assert why in f.message and "broadcast" not in f.message, f.message
         assert all(g.severity == "info" for g in a.diagnosis.findings if g.code == "CRASH001"), i
+
+
+# https://github.com/PawitKoch/LO-Net-pytorch/issues/1 (the last lines of the notebook traceback, as pasted)
+LONET_1 = """--> 114         return F.linear(input, self.weight, self.bias)
+
+RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x356352 and 344064x512)
+"""
+
+
+def test_a_linear_layer_fed_another_feature_count_is_explained(tmp_path: Path):
+    a = _run(tmp_path, LONET_1)
+    assert _verdict(a) == ("failed", "crash")
+    f = _crash(a)
+    assert f.title.endswith("a Linear layer fed another number of features than it was built for"), f.title
+    assert "in_features" in f.remedies[0]
