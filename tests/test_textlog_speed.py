@@ -265,3 +265,65 @@ def test_line_bounds_from_the_break_index_equal_the_searches(parts, fracs):
         pos = min(int(f * len(text)), len(text))
         assert line_start(text, pos) == _naive_start(text, pos)
         assert line_end(text, pos) == _naive_end(text, pos)
+
+
+#: lines of many formats beside HF dicts: the hints of the line parsers ('loss', 'epoch', 'step', 'Epoch', 'iter') sit in
+#: dict lines and in free lines alike
+_GATE_LINES = [b"{'loss': 1.5, 'grad_norm': 0.9, 'learning_rate': 2e-05, 'epoch': 0.1}",
+               b"{'eval_loss': 1.4, 'eval_runtime': 1.0, 'epoch': 0.2}", b"  5%|# | 5/100 [00:01<00:19, 4.80it/s]",
+               b"step 3 | loss 1.25 | lr 1e-4", b"Epoch 1/10 loss: 0.5", b"| epoch 001 | loss 4.5 | ppl 22.6",
+               b"iter 20: loss 2.0000, time 10.0ms", b"Loss at step 30: 0.75", b"train_loss = 0.42",
+               b'{"step": 40, "loss": 0.3}', b"[50/100] loss=0.2 acc=0.9", b"| 200/ 1106 batches | loss  4.02 |",
+               b"Test set: Average loss: 0.0390, Accuracy: 9870/10000", b"valloss 0.9", b"tensor(0.5)", b""]
+gate_texts = st.lists(st.tuples(st.sampled_from(_GATE_LINES), st.sampled_from([b"\n", b"\r", b"\r\n"])),
+                      max_size=40).map(lambda parts: b"".join(a + b for a, b in parts))
+
+
+def _read(text: bytes, tmp: object) -> tuple:
+    from pathlib import Path
+
+    from autopsy.discover import Found
+    from autopsy.ingest.base import RunBuilder
+    from autopsy.ingest.textlog import read_text_log
+
+    p = Path(str(tmp)) / "gate.log"
+    p.write_bytes(text)
+    b = RunBuilder(p.parent)
+    read_text_log(Found(p, "text_log", len(text)), b)
+    run = b.finish()
+    rows = run.scalars.astype(str).values.tolist()
+    return sorted(rows), sorted((e.kind, e.line, e.step) for e in run.events)
+
+
+@settings(max_examples=200, deadline=None)
+@given(gate_texts)
+def test_parsers_gated_on_the_free_lines_read_what_the_chunk_gate_reads(text: bytes) -> None:
+    # the line parsers' hints are looked for in the letters of the lines the dict records left free; with the whole
+    # chunk's letters (the gate before) every parser runs that could, and the result must be the same
+    import tempfile
+
+    from autopsy.ingest import textlog
+
+    with tempfile.TemporaryDirectory() as tmp:
+        gated = _read(text, tmp)
+        real = textlog.unused_letters
+        textlog.unused_letters = lambda text, used: None
+        try:
+            assert _read(text, tmp) == gated
+        finally:
+            textlog.unused_letters = real
+
+
+def test_a_chunk_of_dicts_and_bars_runs_no_loss_hinted_line_parser(tmp_path, monkeypatch) -> None:
+    # 'loss' is in every dict line and nowhere else: the loose parsers gated on it are not called
+    from autopsy.ingest import textlog
+
+    called = []
+    parsers = [(lambda *a, _n=p.__name__: called.append(_n), hints) if b"oss" in hints else (p, hints)
+               for p, hints in textlog._ALL_PARSERS]
+    monkeypatch.setattr(textlog, "_ALL_PARSERS", parsers)
+    lines = b"".join(b"  5%%|# | %d/100 [00:01<00:19, 4.80it/s]\r{'loss': 1.5, 'epoch': 0.1}\n" % i for i in range(50))
+    _read(lines, tmp_path)
+    assert called == []
+    _read(lines + b"Loss at step 30: 0.75\n", tmp_path)  # a free line with the hint: they run
+    assert called

