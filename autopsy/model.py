@@ -42,7 +42,7 @@ ROOT_CAUSES: dict[str, str] = {
     "nan_in_data": "Non-finite (or absurd) values come from the data, particular bad samples, not from the optimisation.",
     "vocab_mismatch": "Ids exceed what the model has: token ids beyond its vocabulary (tokenizer/model mismatch), or class labels beyond its classifier's outputs.",
     "framework_bug": "A known bug of a framework version triggered by this configuration.",
-    "out_of_memory": "The run died from running out of (GPU) memory.",
+    "out_of_memory": "The run died from running out of memory (the GPU's, or the host's RAM).",
     "zero3_empty_tensors": "ZeRO-3 partitioned parameters were saved without gathering: the checkpoint holds [0]-shaped tensors.",
     "kl_estimator_overflow": "The KL estimator (exp of a log-ratio) overflowed: NaN gradients reached the policy weights.",
     "completions_truncated": "Sampled completions hit the length cap: no final answer, flat rewards, nothing to learn (GRPO/PPO).",

@@ -372,11 +372,47 @@ def _no_batches(fatal: Event, at: str, evidence: list[Evidence]) -> Finding:
         basis="inferred", symptom="crash")
 
 
+#: exceptions that only report a child process's death (the launcher's, a subprocess call's)
+WRAPPER_EXC = re.compile(r"ChildFailedError|CalledProcessError|SubprocessError|ProcessExitedException")
+
+
+def _killed(run: Run, killed: list[Event]) -> Finding:
+    """The process was killed with SIGKILL and printed no exception of its own: on Linux the kernel's OOM killer once the
+    host's RAM (not the GPU's) ran out, far more often than a scheduler's hard kill."""
+    ev = killed[0]
+    step = ev.step if ev.step is not None else step_near(run, ev)
+    at = f" at step {step}" if step is not None else ""
+    return Finding(
+        code=CODE, name=SLUG, root_cause="out_of_memory", severity="critical", confidence=0.7,
+        title=f"Killed by SIGKILL (signal 9){at}: most likely the host ran out of RAM",
+        message=(f"The process was killed{at} with signal 9 and printed no exception of its own: \"{ev.message.strip()[:160]}\". "
+                 "On Linux that is nearly always the kernel's OOM killer ending the process that used the most host "
+                 "memory (CPU RAM, not the GPU's), e.g. while loading or converting a model, caching a dataset in RAM, or "
+                 "with many DataLoader workers; a job scheduler's hard kill (time or memory limit) is the other cause."),
+        first_step=step, evidence=[event_evidence(e) for e in killed[:2]], basis="inferred", symptom="oom",
+        remedies=["Confirm with `dmesg -T | grep -i -E 'killed process|out of memory'` (or the scheduler's job record) and "
+                  "watch the host memory while the run starts.",
+                  "Load the model without a full copy in RAM (from_pretrained(..., low_cpu_mem_usage=True, "
+                  "torch_dtype=torch.bfloat16) or device_map), use fewer DataLoader workers, stream or memory-map the "
+                  "dataset instead of loading it whole, with DeepSpeed offload give the host more RAM or offload less; "
+                  "or add RAM/swap, or ask the scheduler for more memory."])
+
+
 def detect(run: Run) -> Iterable[Finding]:
     short = _input_exhausted(run)
     if short is not None:
         yield short
     ooms = run.events_of("oom") + [e for e in run.events_of("traceback", "error") if OOM.search(f"{e.message} {e.data.get('exc_message', '')}")]
+    killed = run.events_of("killed")
+    if killed and not ooms:
+        # SIGKILL: the launcher's or the wrapper's traceback that follows (ChildFailedError, CalledProcessError) is
+        # its report, not a second failure; another exception raised before it is left to the paths below
+        before = [e for e in run.events_of("traceback") if e.line is not None and killed[0].line is not None
+                  and e.source == killed[0].source and e.line < killed[0].line
+                  and not WRAPPER_EXC.search(str(e.data.get("exc_type") or e.message))]
+        if not before:
+            yield _killed(run, killed)
+            return
     # a native abort (uncaught C++ exception, segfault) ends the run like a traceback, without printing one
     tracebacks = [e for e in run.events_of("traceback", "native_abort") if e not in ooms]
     # a CUDA device-side assert kills the process (the CUDA context is unusable after it) even when the paste holds no

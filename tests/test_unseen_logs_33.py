@@ -263,3 +263,64 @@ def test_a_linear_layer_fed_another_feature_count_is_explained(tmp_path: Path):
     f = _crash(a)
     assert f.title.endswith("a Linear layer fed another number of features than it was built for"), f.title
     assert "in_features" in f.remedies[0]
+
+
+# https://github.com/castorini/hedwig/issues/70 (as pasted; the maintainer: "cases where there isn't enough system memory")
+HEDWIG_70 = """Note: You are using GPU for training
+  0%|         | 0/3000001 [00:00<?, ?it/s]Skipping token 3000000 with 1-dimensional vector ['300']; likely a header
+100%██████████████████| 3000001/3000001 [03:33<00:00, 14061.26it/s]
+Killed
+"""
+
+# https://github.com/teacherpeterpan/Logic-LLM/issues/10 (as pasted, its command line left out; answered "Exit code 137 is
+# a signal when a process runs out of memory"): an IDE's form
+LOGICLLM_10 = """  0%|          | 0/204 [00:00<?, ?it/s]Loaded 204 examples from dev split.
+ 31%|███       | 63/204 [00:01<00:02, 66.83it/s]
+Process finished with exit code 137 (interrupted by signal 9:SIGKILL)
+"""
+
+# https://github.com/zai-org/ChatGLM2-6B/issues/525 (as pasted up to the exception): torchrun's report of a worker killed
+# while the checkpoint shards load into host RAM
+CHATGLM2_525 = """Loading checkpoint shards:  57% 4/7 [00:37<00:28,  9.42s/it]ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: 8180) of binary: /usr/bin/python3
+Traceback (most recent call last):
+  File "/usr/local/bin/torchrun", line 8, in <module>
+    sys.exit(main())
+  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/elastic/multiprocessing/errors/__init__.py", line 346, in wrapper
+    return f(*args, **kwargs)
+  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/run.py", line 794, in main
+    run(args)
+  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/run.py", line 785, in run
+    elastic_launch(
+  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/launcher/api.py", line 134, in __call__
+    return launch_agent(self._config, self._entrypoint, list(args))
+  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/launcher/api.py", line 250, in launch_agent
+    raise ChildFailedError(
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+"""
+
+
+def test_a_process_killed_by_sigkill_is_host_memory(tmp_path: Path):
+    for i, log in enumerate((HEDWIG_70, LOGICLLM_10, CHATGLM2_525)):
+        d = tmp_path / str(i)
+        d.mkdir()
+        a = _run(d, log)
+        assert _verdict(a) == ("failed", "out_of_memory"), i
+        f = _crash(a)
+        assert "Killed by SIGKILL" in f.title and "host ran out of RAM" in f.title, (i, f.title)
+        assert any("low_cpu_mem_usage" in r for r in f.remedies)
+
+
+def test_sigterm_to_the_other_workers_and_an_own_exception_are_not_a_kill(tmp_path: Path):
+    # torchrun's SIGTERM to the other workers after one failed with exit code 1 (its own traceback above): a crash
+    log = ("Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n    main()\n"
+           "KeyError: 'input_ids'\n"
+           "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 812914 closing signal SIGTERM\n"
+           "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 3 (pid: 812917) of "
+           "binary: /data/bin/python\n")
+    a = _run(tmp_path, log)
+    assert _verdict(a) == ("failed", "crash")
+    # an exception of the script's own before the kill keeps its diagnosis
+    d = tmp_path / "own"
+    d.mkdir()
+    a = _run(d, log.replace("failed (exitcode: 1)", "failed (exitcode: -9)"))
+    assert _verdict(a) == ("failed", "crash")

@@ -33,7 +33,7 @@ EVENT_KINDS = (
     "empty_tensor_load", "nan_input", "labels_masked", "no_trainable_params", "native_abort", "input_exhausted",
     "collective_timeout", "loss_rejected", "ctc_no_alignment", "ctc_lengths", "vae_nan", "missing_keys", "grad_skip",
     "no_labels_found", "loss_diverged", "resumed", "loss_shape_mismatch", "checkpoint_not_found", "darknet_region", "step_skipped",
-    "nonfinite_logged", "warning", "error",
+    "nonfinite_logged", "killed", "warning", "error",
 )
 
 #: events kept per kind from the start of the log: enough to show how a sequence began
@@ -301,6 +301,16 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
      lambda m: {}),
     # a process killed from native code, with no Python traceback: an uncaught C++ exception (libc++ on macOS,
     # libstdc++ on Linux: "terminate called after throwing an instance of 'c10::Error'"), a segfault, an abort
+    # the process was killed with SIGKILL (signal 9), on Linux nearly always the kernel's OOM killer once host RAM ran out:
+    # torchrun's "failed (exitcode: -9)" and "exitcode  : -9 (pid: N)" / "Signal 9 (SIGKILL) received by PID N",
+    # subprocess's "died with <Signals.SIGKILL: 9>.", DeepSpeed's launcher "exits with return code = -9", an IDE's "exit
+    # code 137 (interrupted by signal 9: SIGKILL)", the shell's bare "Killed" line or "N Killed  python train.py"
+    # (a launcher sending SIGKILL to others after a failure, "Sending process N closing signal", is not this)
+    ("killed", re.compile(r"failed \(exitcode: -9\)|\bexitcode\s*: -9\b|Signal 9 \(SIGKILL\) received|"
+                          r"died with <Signals\.SIGKILL: 9>|return code = -9\b|exit code 137\b|"
+                          r"interrupted by signal 9|^\s*Killed\s*$|^(?:[\w./-]+: )?(?:line \d+: )?\d+ Killed\s+\S|"
+                          r"^zsh: killed\s+\S", re.M),
+     lambda m: {}),
     ("native_abort", re.compile(r"libc\+\+abi: terminating due to uncaught exception of type ([\w:<>]+)(?::\s*(.*))?|"
                                 r"terminate called after throwing an instance of '([^']+)'|"
                                 r"(Segmentation fault|Aborted|Bus error|Illegal instruction) \(core dumped\)|"
@@ -381,7 +391,8 @@ TRIGGERS = (
     "Found NaN", "No valid path", "StopIteration", "No labels found", "Couldn't open file",
     "Not enough time for target", "Out of memory error", "Model diverged with", "PARAMETER loss_scale", "OutOfMemory", "_len", "NaN detected in", "NaN found in", "There were missing keys",
     "epoch_iterator", "Continuing training from", "Using a target size", "checkpoint found", "Region ", "optimizer step", "optimiser step", "Found inf or nan", "NaN or Inf found", "Expected parameter", "NaN loss", "nan loss", "Inf loss", "inf loss",
-    "out of bounds", "Expected input batch", "Target size",
+    "out of bounds", "Expected input batch", "Target size", "Killed", "killed", "SIGKILL", "exit code 137",
+    "return code = -9",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the
