@@ -203,6 +203,14 @@ KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = 
      ("Print the input's shape right before that layer: feed the input size the model was designed for (image size, "
       "crop, the feature dimension in the config), or set the layer's in_features to the flattened size (nn.LazyLinear "
       "infers it); a checkpoint loads only with the config it was trained with.",)),
+    # torch.nn.functional.batch_norm in training mode (scvi-tools#2314: the last batch held one observation; mmseg#272:
+    # batch size 1 with a head pooled to 1x1)
+    (re.compile(r"Expected more than 1 value per channel when training"), "BatchNorm given a batch of one",
+     "a BatchNorm layer in training mode received one value per channel, a batch of one sample (most often the epoch's "
+     "last batch holding a single sample) or one sample pooled to 1x1, and cannot compute a batch variance",
+     ("Drop the incomplete last batch (DataLoader(..., drop_last=True)) or pick a batch size that does not leave one "
+      "sample over; a batch of 1 per GPU cannot train BatchNorm: use 2 or more (samples_per_gpu), SyncBN/GroupNorm, or "
+      "keep the BatchNorm layers in eval mode.",)),
     (re.compile(r"Couldn't open file: "), "a file it needs cannot be opened (darknet exits)",
      "darknet's file_error() stops the process when a file cannot be opened: the weights backup folder (backup= in the "
      ".data file) that does not exist, or a .cfg/.data/.names/list path that is wrong",

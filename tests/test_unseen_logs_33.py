@@ -324,3 +324,22 @@ def test_sigterm_to_the_other_workers_and_an_own_exception_are_not_a_kill(tmp_pa
     d.mkdir()
     a = _run(d, log.replace("failed (exitcode: 1)", "failed (exitcode: -9)"))
     assert _verdict(a) == ("failed", "crash")
+
+
+# https://github.com/thograce/C2FNet/issues/9 (as pasted) and https://github.com/scverse/scvi-tools/issues/2314 (its last
+# line; the maintainer: "the last batch of the training set contains one observation")
+C2FNET_9 = """    raise ValueError(f"Expected more than 1 value per channel when training, got input size {size}")
+ValueError: Expected more than 1 value per channel when training, got input size torch.Size([1, 16, 1, 1])
+"""
+SCVI_2314 = "ValueError: Expected more than 1 value per channel when training, got input size torch.Size([1, 128])\n"
+
+
+def test_batchnorm_given_a_batch_of_one_is_explained(tmp_path: Path):
+    for i, log in enumerate((C2FNET_9, SCVI_2314)):
+        d = tmp_path / str(i)
+        d.mkdir()
+        a = _run(d, log)
+        assert _verdict(a) == ("failed", "crash")
+        f = _crash(a)
+        assert f.title.endswith("BatchNorm given a batch of one"), f.title
+        assert "drop_last=True" in f.remedies[0]
