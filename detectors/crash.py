@@ -182,11 +182,16 @@ KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = 
      ("Keep trainable weights in float32 under fp16 AMP: load with torch_dtype=torch.float32 (or 'auto' without a half "
       "cast), or cast only the trainable ones: for p in model.parameters(): if p.requires_grad: p.data = p.data.float().",
       "Or train in bf16 (bf16=True with torch_dtype=torch.bfloat16) on hardware that supports it, which needs no scaler.")),
-    (re.compile(r"Expected all tensors to be on the same device"), "tensors on different devices",
+    # and the convolutions' form, one side on CUDA and the other not: "Input type (torch.cuda.FloatTensor) and weight
+    # type (torch.FloatTensor) should be the same" (LiqudNet#7; tokenlearner-pytorch#4: submodules kept in a plain list)
+    (re.compile(r"Expected all tensors to be on the same device|Input type \(torch\.cuda\.\w+\) and weight type "
+                r"\(torch\.(?!cuda)\w+\)|Input type \(torch\.(?!cuda)\w+\) and weight type \(torch\.cuda\.\w+\)"),
+     "tensors on different devices",
      "an operation received tensors on different devices (a batch left on the CPU, a module not moved, or a model split "
      "across GPUs by device_map while the loop moves inputs to one of them)",
      ("Move the batch with the model (batch = {k: v.to(model.device) ...}) or let the Trainer/accelerate place it; with "
-      "device_map='auto', do not call model.to(device) afterwards.",)),
+      "device_map='auto', do not call model.to(device) afterwards; submodules kept in a plain Python list are not moved "
+      "by model.to(): hold them in nn.ModuleList.",)),
     (re.compile(r"(?:Input type \(\S*Half\S*\) and weight type \(\S*Float|expected scalar type (?:Half|Float|BFloat16) "
                 r"but found (?:Float|Half|BFloat16)|expected mat1 and mat2 to have the same dtype)"),
      "half and float32 tensors mixed outside autocast",

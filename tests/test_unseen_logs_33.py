@@ -343,3 +343,23 @@ def test_batchnorm_given_a_batch_of_one_is_explained(tmp_path: Path):
         f = _crash(a)
         assert f.title.endswith("BatchNorm given a batch of one"), f.title
         assert "drop_last=True" in f.remedies[0]
+
+
+# https://github.com/kyegomez/LiqudNet/issues/7 (as pasted, the traceback's last lines)
+LIQUDNET_7 = """  File "/home/v/.local/lib/python3.10/site-packages/torch/nn/modules/conv.py", line 459, in _conv_forward
+    return F.conv2d(input, weight, bias, self.stride,
+RuntimeError: Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same
+"""
+
+
+def test_a_convolution_given_input_and_weights_on_two_devices_is_explained(tmp_path: Path):
+    a = _run(tmp_path, LIQUDNET_7)
+    f = _crash(a)
+    assert f.title.endswith("tensors on different devices"), f.title
+    assert "nn.ModuleList" in f.remedies[0]
+    # both on CUDA, half against float: the dtype entry, not the device one
+    d = tmp_path / "dtype"
+    d.mkdir()
+    a = _run(d, LIQUDNET_7.replace("(torch.cuda.FloatTensor) and weight type (torch.FloatTensor)",
+                                   "(torch.cuda.HalfTensor) and weight type (torch.cuda.FloatTensor)"))
+    assert _crash(a).title.endswith("half and float32 tensors mixed outside autocast")
