@@ -156,8 +156,7 @@ def _input_exhausted(run: Run) -> Finding | None:
     if ev.data.get("trainer") == "hf":
         return _epoch_iterator_empty(run, ev)
     planned = ev.data.get("planned_batches")
-    step = ev.step if ev.step is not None else step_near(run, ev)
-    at = f" at step {step}" if step is not None else ""
+    step, at = _when(run, ev)
     return Finding(
         code=CODE, name=SLUG, root_cause="data_exhausted", severity="error", confidence=0.85,
         title=f"Training stopped early{at}: the input ran out of data",
@@ -240,6 +239,12 @@ KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = 
 )
 
 
+def _when(run: Run, ev: Event) -> tuple[int | None, str]:
+    """An event's step (its own, else the nearest logged one) and the words " at step N" for a title."""
+    step = ev.step if ev.step is not None else step_near(run, ev)
+    return step, f" at step {step}" if step is not None else ""
+
+
 def _known_message(text: str) -> tuple[str, str, tuple[str, ...]] | None:
     """(short label, what it means, remedies) of the first known message in ``text``."""
     for rx, label, meaning, remedies in KNOWN_MESSAGES:
@@ -255,8 +260,7 @@ def _collective_timeout(run: Run) -> Finding | None:
         return None
     ev = evs[0]
     d = ev.data
-    step = ev.step if ev.step is not None else step_near(run, ev)
-    at = f" at step {step}" if step is not None else ""
+    step, at = _when(run, ev)
     def rank_of(e: Any) -> int | None:
         return e.data.get("watchdog_rank") if e.data.get("watchdog_rank") is not None else e.rank
 
@@ -393,8 +397,7 @@ def _killed(run: Run, killed: list[Event]) -> Finding:
     """The process was killed with SIGKILL and printed no exception of its own: on Linux the kernel's OOM killer once the
     host's RAM (not the GPU's) ran out, far more often than a scheduler's hard kill."""
     ev = killed[0]
-    step = ev.step if ev.step is not None else step_near(run, ev)
-    at = f" at step {step}" if step is not None else ""
+    step, at = _when(run, ev)
     return Finding(
         code=CODE, name=SLUG, root_cause="out_of_memory", severity="critical", confidence=0.7,
         title=f"Killed by SIGKILL (signal 9){at}: most likely the host ran out of RAM",

@@ -8,6 +8,13 @@ from pathlib import Path
 from tests.test_unseen_logs import _run, _verdict
 
 
+def _run_in(tmp_path: Path, i: int, log: str):
+    """The analysis of ``log`` in a folder of its own (the i-th log of a test)."""
+    d = tmp_path / str(i)
+    d.mkdir()
+    return _run(d, log)
+
+
 def _crash(a):
     return next(f for f in a.diagnosis.findings if f.code == "CRASH001")
 
@@ -57,9 +64,7 @@ GPT2_CHINESE_240 = "ValueError: `Dataloader` returned 0 length. Please make sure
 
 def test_an_empty_dataset_is_named_as_such(tmp_path: Path):
     for i, log in enumerate((DCPDN_65, GPT2_CHINESE_240)):
-        d = tmp_path / str(i)
-        d.mkdir()
-        a = _run(d, log)
+        a = _run_in(tmp_path, i, log)
         assert _verdict(a) == ("failed", "data_exhausted"), i
         f = _crash(a)
         assert f.title.startswith("The training set is empty"), (i, f.title)
@@ -151,9 +156,7 @@ LMLSTMCRF_27 = ("/opt/conda/conda-bld/pytorch_1518244421288/work/torch/lib/THCUN
 def test_a_class_label_beyond_the_classifier_is_named(tmp_path: Path):
     for i, (log, label) in enumerate(((PYTORCH_50259, "117"), (HAPPY_248, "-1"), (REID_372, None),
                                       (LMLSTMCRF_27, None))):
-        d = tmp_path / str(i)
-        d.mkdir()
-        a = _run(d, log)
+        a = _run_in(tmp_path, i, log)
         assert _verdict(a) == ("failed", "vocab_mismatch"), i
         f = next(f for f in a.diagnosis.findings if f.code == "VOCAB001")
         assert "outside the classifier's range" in f.title, (i, f.title)
@@ -200,9 +203,7 @@ ValueError: Expected input batch_size (1216) to match target batch_size (1280)
 
 def test_prediction_rows_that_do_not_pair_with_the_targets_are_a_shape_mismatch(tmp_path: Path):
     for i, (log, n_in, n_t, folded) in enumerate(((PYTORCH_139031, 60, 10, True), (QGEN_4, 1216, 1280, False))):
-        d = tmp_path / str(i)
-        d.mkdir()
-        a = _run(d, log)
+        a = _run_in(tmp_path, i, log)
         assert _verdict(a) == ("failed", "loss_shape_mismatch"), i
         f = next(f for f in a.diagnosis.findings if f.code == "SHP001")
         assert f.title == f"The loss got {n_in} prediction rows for {n_t} targets"
@@ -240,9 +241,7 @@ ValueError: Using a target size (torch.Size([64])) that is different to the inpu
 def test_binary_cross_entropy_refusing_a_shape_is_a_crash_not_a_broadcast(tmp_path: Path):
     for i, (log, why) in enumerate(((UNET_244, "the channels differ (1 predicted, 3 in the target)"),
                                     (WNET_15, "[N, 1] output against [N] labels"))):
-        d = tmp_path / str(i)
-        d.mkdir()
-        a = _run(d, log)
+        a = _run_in(tmp_path, i, log)
         assert _verdict(a) == ("failed", "loss_shape_mismatch"), i
         f = next(f for f in a.diagnosis.findings if f.code == "SHP001")
         assert f.title.startswith("The loss refused a target of shape"), f.title
@@ -301,9 +300,7 @@ torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
 
 def test_a_process_killed_by_sigkill_is_host_memory(tmp_path: Path):
     for i, log in enumerate((HEDWIG_70, LOGICLLM_10, CHATGLM2_525)):
-        d = tmp_path / str(i)
-        d.mkdir()
-        a = _run(d, log)
+        a = _run_in(tmp_path, i, log)
         assert _verdict(a) == ("failed", "out_of_memory"), i
         f = _crash(a)
         assert "Killed by SIGKILL" in f.title and "host ran out of RAM" in f.title, (i, f.title)
@@ -336,9 +333,7 @@ SCVI_2314 = "ValueError: Expected more than 1 value per channel when training, g
 
 def test_batchnorm_given_a_batch_of_one_is_explained(tmp_path: Path):
     for i, log in enumerate((C2FNET_9, SCVI_2314)):
-        d = tmp_path / str(i)
-        d.mkdir()
-        a = _run(d, log)
+        a = _run_in(tmp_path, i, log)
         assert _verdict(a) == ("failed", "crash")
         f = _crash(a)
         assert f.title.endswith("BatchNorm given a batch of one"), f.title
