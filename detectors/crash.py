@@ -215,6 +215,25 @@ KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = 
      ("Drop the incomplete last batch (DataLoader(..., drop_last=True)) or pick a batch size that does not leave one "
       "sample over; a batch of 1 per GPU cannot train BatchNorm: use 2 or more (samples_per_gpu), SyncBN/GroupNorm, or "
       "keep the BatchNorm layers in eval mode.",)),
+    # the HF Trainer's compute_loss when the model's output holds no loss: without labels among the inputs the collator
+    # or remove_unused_columns dropped them (philschmid sagemaker-huggingface-llama-2-samples#22, baize-chatbot#62); with
+    # labels there the model class has no loss head (transformers#34392: labels of the wrong type; unsloth#1899)
+    (re.compile(r"The model did not return a loss from the inputs, only the following keys: [\w,]+\. For reference, the "
+                r"inputs it received are (?:(?!labels)[\w,])+\."),
+     "the batches reach the model without labels",
+     "the model returns a loss only when the batch holds labels, and the inputs it received list none: the dataset has "
+     "no 'labels' column, the data collator does not build them, or the Trainer's remove_unused_columns dropped a column "
+     "whose name the model's forward() does not take",
+     ("Give the model its labels: a 'labels' column in the tokenized dataset (for causal LM, "
+      "DataCollatorForLanguageModeling(tokenizer, mlm=False) copies input_ids), or label_names=[...] in TrainingArguments "
+      "for another name; with a custom column set remove_unused_columns=False and pass it in the collator.",)),
+    (re.compile(r"The model did not return a loss from the inputs"), "the model returned no loss",
+     "the Trainer found no loss in the model's output: the labels did not reach it (see the inputs listed in the "
+     "message), or the model class has no loss (a base AutoModel without a head, a custom forward that does not return "
+     "one, labels of a type the head cannot use)",
+     ("Check the inputs the message lists: without 'labels', add them to the dataset or collator (label_names for another "
+      "name); with them, load the task class (AutoModelForCausalLM, ...ForSequenceClassification with int labels) or "
+      "return {'loss': ...} from a custom forward / override compute_loss.",)),
     (re.compile(r"Couldn't open file: "), "a file it needs cannot be opened (darknet exits)",
      "darknet's file_error() stops the process when a file cannot be opened: the weights backup folder (backup= in the "
      ".data file) that does not exist, or a .cfg/.data/.names/list path that is wrong",

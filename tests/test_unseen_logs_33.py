@@ -358,3 +358,22 @@ def test_a_convolution_given_input_and_weights_on_two_devices_is_explained(tmp_p
     a = _run(d, LIQUDNET_7.replace("(torch.cuda.FloatTensor) and weight type (torch.FloatTensor)",
                                    "(torch.cuda.HalfTensor) and weight type (torch.cuda.FloatTensor)"))
     assert _crash(a).title.endswith("half and float32 tensors mixed outside autocast")
+
+
+# https://github.com/philschmid/sagemaker-huggingface-llama-2-samples/issues/22 (as quoted in the report; the answer in
+# transformers#34392: "you need to provide `labels`"), and https://github.com/OptimalScale/LMFlow/issues/380 (the
+# traceback's end, as pasted: the message cut before the inputs)
+SAGEMAKER_22 = ("ValueError: The model did not return a loss from the inputs, only the following keys: logits. For "
+                "reference, the inputs it received are input_ids,attention_mask.\n")
+LMFLOW_380 = """  File "/opt/anaconda3/envs/lmflow/lib/python3.9/site-packages/transformers/trainer.py", line 2745, in compute_loss
+    raise ValueError(
+ValueError: The model did not return a loss from the inputs, only the following keys: logits,past_key_values. For reference, the inputs it
+"""
+
+
+def test_a_model_that_returned_no_loss_names_the_missing_labels(tmp_path: Path):
+    f = _crash(_run_in(tmp_path, 0, SAGEMAKER_22))
+    assert f.title.endswith("the batches reach the model without labels"), f.title
+    assert "remove_unused_columns" in f.message
+    f = _crash(_run_in(tmp_path, 1, LMFLOW_380))
+    assert f.title.endswith("the model returned no loss"), f.title
