@@ -234,6 +234,19 @@ KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = 
      ("Check the inputs the message lists: without 'labels', add them to the dataset or collator (label_names for another "
       "name); with them, load the task class (AutoModelForCausalLM, ...ForSequenceClassification with int labels) or "
       "return {'loss': ...} from a custom forward / override compute_loss.",)),
+    # nll_loss/cross_entropy taking class indices of another dtype than int64: "Expected object of scalar type Long but got
+    # scalar type Int for argument #2 'target'" (torch < 1.7, MAML-Pytorch#45), "expected scalar type Long but found Int"
+    # (pytorch-video-recognition#71), the CUDA kernel's "not implemented for 'Int'"
+    (re.compile(r"Expected object of scalar type Long but got scalar type \w+ for argument #\d+ 'target'|"
+                r"expected scalar type Long but found (?:Int|Float|Double|Short|Byte)\b|"
+                r"\"nll_loss\w*\" not implemented for '(?:Int|Float|Double|Short|Byte)'"),
+     "class targets that are not int64",
+     "the classification loss takes class indices as int64 (torch.long) and received another dtype: labels built as "
+     "int32 (numpy on Windows), floats (read from a CSV or an image mask), or class probabilities on a torch too old "
+     "to take them",
+     ("Cast the class indices before the loss (target = target.long()), or build them as int64 in the dataset (np.int64, "
+      "torch.tensor(..., dtype=torch.long)); soft labels (probabilities) need torch >= 1.10 and a float target of the "
+      "prediction's shape.",)),
     (re.compile(r"Couldn't open file: "), "a file it needs cannot be opened (darknet exits)",
      "darknet's file_error() stops the process when a file cannot be opened: the weights backup folder (backup= in the "
      ".data file) that does not exist, or a .cfg/.data/.names/list path that is wrong",

@@ -377,3 +377,19 @@ def test_a_model_that_returned_no_loss_names_the_missing_labels(tmp_path: Path):
     assert "remove_unused_columns" in f.message
     f = _crash(_run_in(tmp_path, 1, LMFLOW_380))
     assert f.title.endswith("the model returned no loss"), f.title
+
+
+# https://github.com/jfzhang95/pytorch-video-recognition/issues/71 (the traceback's end, as pasted) and
+# https://github.com/dragen1860/MAML-Pytorch/issues/45 (its last line; the answer: y_spt.long())
+VIDEO_71 = r"""  File "D:\anaconda3\envs\pytorch114\lib\site-packages\torch\nn\functional.py", line 2385, in nll_loss
+    ret = torch._C._nn.nll_loss(input, target, weight, _Reduction.get_enum(reduction), ignore_index)
+RuntimeError: expected scalar type Long but found Int
+"""
+MAML_45 = "RuntimeError: Expected object of scalar type Long but got scalar type Int for argument #2 'target'\n"
+
+
+def test_class_targets_of_another_dtype_are_explained(tmp_path: Path):
+    for i, log in enumerate((VIDEO_71, MAML_45)):
+        f = _crash(_run_in(tmp_path, i, log))
+        assert f.title.endswith("class targets that are not int64"), f.title
+        assert "target.long()" in f.remedies[0]
