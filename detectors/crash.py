@@ -247,6 +247,18 @@ KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = 
      ("Cast the class indices before the loss (target = target.long()), or build them as int64 in the dataset (np.int64, "
       "torch.tensor(..., dtype=torch.long)); soft labels (probabilities) need torch >= 1.10 and a float target of the "
       "prediction's shape.",)),
+    # autograd's version check (pytorch#39141: a GAN's discriminator stepped before the generator's backward, which torch
+    # >= 1.5 refuses; GAN-tutorial#1: inplace=True activations; BPPNet#6: the fix was the update order)
+    (re.compile(r"one of the variables needed for gradient computation has been modified by an inplace operation"),
+     "a tensor the backward needs was changed in place",
+     "a tensor autograd saved for the backward pass was modified before that backward ran: most often an optimizer.step() "
+     "between a forward and a later backward through the same weights (a GAN's discriminator updated before the "
+     "generator's loss is backpropagated, refused since torch 1.5), or an in-place op (inplace=True activations, x += y) "
+     "on a saved tensor",
+     ("Update each network only after every backward that goes through its weights: backpropagate the generator's loss "
+      "before the discriminator's optimizer.step(), or recompute the discriminator's output after the step; replace "
+      "in-place ops (nn.ReLU(inplace=True), x += y) with out-of-place ones; torch.autograd.set_detect_anomaly(True) names "
+      "the forward op.",)),
     (re.compile(r"Couldn't open file: "), "a file it needs cannot be opened (darknet exits)",
      "darknet's file_error() stops the process when a file cannot be opened: the weights backup folder (backup= in the "
      ".data file) that does not exist, or a .cfg/.data/.names/list path that is wrong",

@@ -393,3 +393,16 @@ def test_class_targets_of_another_dtype_are_explained(tmp_path: Path):
         f = _crash(_run_in(tmp_path, i, log))
         assert f.title.endswith("class targets that are not int64"), f.title
         assert "target.long()" in f.remedies[0]
+
+
+# https://github.com/kfzyqin/Implementation-MolGAN-PyTorch/issues/3 (the traceback's end, as pasted)
+MOLGAN_3 = """  File "/home/disk2/zhongzipeng/anaconda3/envs/Molgan/lib/python3.6/site-packages/torch/autograd/__init__.py", line 100, in backward
+    allow_unreachable=True)  # allow_unreachable flag
+RuntimeError: one of the variables needed for gradient computation has been modified by an inplace operation: [torch.FloatTensor [512, 45]], which is output 0 of TBackward, is at version 2; expected version 1 instead. Hint: enable anomaly detection to find the operation that failed to compute its gradient, with torch.autograd.set_detect_anomaly(True).
+"""
+
+
+def test_a_saved_tensor_changed_in_place_is_explained(tmp_path: Path):
+    f = _crash(_run(tmp_path, MOLGAN_3))
+    assert f.title.endswith("a tensor the backward needs was changed in place"), f.title
+    assert "optimizer.step()" in f.remedies[0]
