@@ -406,3 +406,27 @@ def test_a_saved_tensor_changed_in_place_is_explained(tmp_path: Path):
     f = _crash(_run(tmp_path, MOLGAN_3))
     assert f.title.endswith("a tensor the backward needs was changed in place"), f.title
     assert "optimizer.step()" in f.remedies[0]
+
+
+# https://github.com/IBM/FfDL/issues/127 (as pasted, a table of log lines; the maintainer: the learner pod did not have
+# enough memory) and https://github.com/CharlesShang/FastMaskRCNN/issues/172 (its end, as pasted: Markdown bold)
+FFDL_127 = """135 | 1534166953117 | /usr/local/bin/train.sh: line 18:    36 Killed                  python3 convolutional_network.py --trainImagesFile ${DATA_DIR}/train-images-idx3-ubyte.gz --trainLabelsFile ${DATA_DIR}/train-labels-idx1-ubyte.gz --testImagesFile ${DATA_DIR}/t10k-images-idx3-ubyte.gz --testLabelsFile ${DATA_DIR}/t10k-labels-idx1-ubyte.gz --learningRate 0.001 --trainingIters 2000 2>&1
+136 | 1534166953118 | Training process finished. Exit code: 137
+137 | 1534166953119 | Job exited with error code 137
+138 | 1534166953120 | Failed: learner_exit_code: 137
+"""
+FASTMASKRCNN_172 = """iter 144: image-id:0254212, time:1.722(sec), regular_loss: 0.248765, total-loss 0.5882(0.0360, 0.5233, 0.000000, 0.0289, 0.0000), instances: 3, batch:(16|85, 0|11, 0|0)
+labels
+[]
+classes
+['background']
+
+**Killed**
+"""
+
+
+def test_container_and_script_forms_of_a_kill_are_host_memory(tmp_path: Path):
+    for i, log in enumerate((FFDL_127, FASTMASKRCNN_172)):
+        a = _run_in(tmp_path, i, log)
+        assert _verdict(a) == ("failed", "out_of_memory"), i
+        assert "Killed by SIGKILL" in _crash(a).title

@@ -306,9 +306,12 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     # subprocess's "died with <Signals.SIGKILL: 9>.", DeepSpeed's launcher "exits with return code = -9", an IDE's "exit
     # code 137 (interrupted by signal 9: SIGKILL)", the shell's bare "Killed" line or "N Killed  python train.py"
     # (a launcher sending SIGKILL to others after a failure, "Sending process N closing signal", is not this)
+    # (and a container's "exit code 137" / "Exit code: 137" / "exited with code 137", Kubernetes' OOMKilled; a shell
+    # script's "./train.sh: line 18:    36 Killed   python3 ...", a Markdown paste's "**Killed**")
     ("killed", re.compile(r"failed \(exitcode: -9\)|\bexitcode\s*: -9\b|Signal 9 \(SIGKILL\) received|"
-                          r"died with <Signals\.SIGKILL: 9>|return code = -9\b|exit code 137\b|"
-                          r"interrupted by signal 9|^\s*Killed\s*$|^(?:[\w./-]+: )?(?:line \d+: )?\d+ Killed\s+\S|"
+                          r"died with <Signals\.SIGKILL: 9>|return code = -9\b|"
+                          r"\b(?:exit|error|status|return) code:? \(?137\)?(?!\d)|exited with (?:exit )?code 137\b|"
+                          r"interrupted by signal 9|\bOOMKilled\b|OOM-killed|^\W*Killed\W*$|(?:^|:\s+)\d+ Killed\s+\S|"
                           r"^zsh: killed\s+\S", re.M),
      lambda m: {}),
     ("native_abort", re.compile(r"libc\+\+abi: terminating due to uncaught exception of type ([\w:<>]+)(?::\s*(.*))?|"
@@ -391,8 +394,8 @@ TRIGGERS = (
     "Found NaN", "No valid path", "StopIteration", "No labels found", "Couldn't open file",
     "Not enough time for target", "Out of memory error", "Model diverged with", "PARAMETER loss_scale", "OutOfMemory", "_len", "NaN detected in", "NaN found in", "There were missing keys",
     "epoch_iterator", "Continuing training from", "Using a target size", "checkpoint found", "Region ", "optimizer step", "optimiser step", "Found inf or nan", "NaN or Inf found", "Expected parameter", "NaN loss", "nan loss", "Inf loss", "inf loss",
-    "out of bounds", "Expected input batch", "Target size", "Killed", "killed", "SIGKILL", "exit code 137",
-    "return code = -9",
+    "out of bounds", "Expected input batch", "Target size", "Killed", "killed", "SIGKILL", "code 137", "code: 137",
+    "code (137)", "return code = -9",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the
