@@ -191,6 +191,11 @@ def points(run: Run, metric: str) -> Series:
 
 
 #: a held-out copy of a metric (``val_loss``, ``giou_val_loss``, ``test/loss``, ``eval_nll``, ``valid CER``)
+#: the NLL/cross-entropy range check refusing a class label (aten LossNLL.cpp's "Target 5 is out of bounds.", its CUDA
+#: kernels' and TH's ClassNLLCriterion's "Assertion `t >= 0 && t < n_classes` failed"): VOCAB001 names it, CRASH001
+#: leaves the exception to it
+CLASS_LABEL_RE = re.compile(r"\bTarget (-?\d+) (?:is )?out of bounds|Assertion \W{0,2}(?:cur_target|t) >= 0 && "
+                            r"(?:cur_target|t) < n_classes\W{0,2} failed")
 HELD_OUT = re.compile(r"(?i)(?:^|[/_.\s-])(?:eval|val|valid|validation|test|dev)(?:$|[/_.\s-])")
 
 

@@ -37,7 +37,15 @@ from dataclasses import replace
 from typing import Any
 
 from autopsy.model import Event, Evidence, Finding, Run
-from detectors._common import checkpoint_state, event_evidence, evidence_line, loss_like, nonfinite_onset, step_near
+from detectors._common import (
+    CLASS_LABEL_RE,
+    checkpoint_state,
+    event_evidence,
+    evidence_line,
+    loss_like,
+    nonfinite_onset,
+    step_near,
+)
 from detectors.knobs import knob, sentence
 
 CODE = "CRASH001"
@@ -56,8 +64,7 @@ AFTER_NAN_CONFIDENCE = 0.4
 EXPLAINED = re.compile(
     r"doesn't support bf16|does not support bf16|requires_grad|does not require grad|has no gradients|"
     r"loss scale already at minimum|index out of range in self|srcIndex < srcSelectDimSize|"
-    r"prepare_inputs_for_generation|tokenization mismatch|No labels found in|"
-    r"\bTarget -?\d+ (?:is )?out of bounds|(?:cur_target|t) < n_classes",
+    r"prepare_inputs_for_generation|tokenization mismatch|No labels found in|" + CLASS_LABEL_RE.pattern,
     re.IGNORECASE)
 #: event kinds whose own line is the exception's: a trainer's finiteness check raising (the non-finite value is the
 #: failure, not the raise), GradScaler finding no gradients, a library refusing bf16 - named where they are read

@@ -32,6 +32,7 @@ import re
 from collections.abc import Iterable
 
 from autopsy.model import Evidence, Finding, Run
+from detectors._common import CLASS_LABEL_RE
 from detectors._facts import event_evidence, fact_evidence, fact_number, matching_events
 
 CODE = "VOCAB001"
@@ -43,11 +44,8 @@ NEEDS_ANY = True
 #: transformers' CTC heads (Wav2Vec2/HuBERT/WavLM/Data2VecAudio/SEW/UniSpeech/Wav2Vec2-BERT ...ForCTC.forward) check the
 #: labels first: ``raise ValueError(f"Label values must be <= vocab_size: {self.config.vocab_size}")``
 CTC_LABELS_RE = re.compile(r"Label values must be <= vocab_size: (\d+)")
-#: the NLL/cross-entropy range check of a class label (aten LossNLL.cpp, its CUDA kernels, TH's ClassNLLCriterion)
-CLASS_RE = re.compile(r"\bTarget (-?\d+) (?:is )?out of bounds|Assertion \W{0,2}(?:cur_target|t) >= 0 && (?:cur_target|t) < "
-                      r"n_classes\W{0,2} failed")
 INDEX_RE = re.compile(r"index out of range in self|srcIndex < srcSelectDimSize|" + CTC_LABELS_RE.pattern + "|"
-                      + CLASS_RE.pattern, re.IGNORECASE)
+                      + CLASS_LABEL_RE.pattern, re.IGNORECASE)
 EMBEDDING_RE = re.compile(r"embedding|embed_tokens|wte\b|word_embeddings|srcIndex < srcSelectDimSize", re.IGNORECASE)
 POSITION_RE = re.compile(r"position|wpe\b|max_position_embeddings", re.IGNORECASE)
 REFS = ["https://github.com/huggingface/transformers/issues/11102", "https://github.com/huggingface/transformers/issues/12763",
@@ -93,7 +91,7 @@ def detect(run: Run) -> Iterable[Finding]:
             references=["https://huggingface.co/blog/fine-tune-w2v2-bert"],
         )
         return
-    cls = next(((e, m) for e, text in crashes if (m := CLASS_RE.search(text))), None)
+    cls = next(((e, m) for e, text in crashes if (m := CLASS_LABEL_RE.search(text))), None)
     if cls is not None:
         e, m = cls
         label = f"label {m[1]}" if m[1] else "a label"

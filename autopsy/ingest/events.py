@@ -299,8 +299,6 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
                        r"\[malloc_or_wait\] Unable to allocate|\[metal::malloc\]|"
                        r"kIOGPUCommandBufferCallbackErrorOutOfMemory|Command buffer execution failed: Insufficient Memory"),
      lambda m: {}),
-    # a process killed from native code, with no Python traceback: an uncaught C++ exception (libc++ on macOS,
-    # libstdc++ on Linux: "terminate called after throwing an instance of 'c10::Error'"), a segfault, an abort
     # the process was killed with SIGKILL (signal 9), on Linux nearly always the kernel's OOM killer once host RAM ran out:
     # torchrun's "failed (exitcode: -9)" and "exitcode  : -9 (pid: N)" / "Signal 9 (SIGKILL) received by PID N",
     # subprocess's "died with <Signals.SIGKILL: 9>.", DeepSpeed's launcher "exits with return code = -9", an IDE's "exit
@@ -314,6 +312,8 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
                           r"interrupted by signal 9|\bOOMKilled\b|OOM-killed|^\W*Killed\W*$|(?:^|:\s+)\d+ Killed\s+\S|"
                           r"^zsh: killed\s+\S", re.M),
      lambda m: {}),
+    # a process killed from native code, with no Python traceback: an uncaught C++ exception (libc++ on macOS,
+    # libstdc++ on Linux: "terminate called after throwing an instance of 'c10::Error'"), a segfault, an abort
     ("native_abort", re.compile(r"libc\+\+abi: terminating due to uncaught exception of type ([\w:<>]+)(?::\s*(.*))?|"
                                 r"terminate called after throwing an instance of '([^']+)'|"
                                 r"(Segmentation fault|Aborted|Bus error|Illegal instruction) \(core dumped\)|"
