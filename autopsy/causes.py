@@ -89,7 +89,7 @@ EXPLAINS: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     "lr_schedule_stalled": {"lr_near_zero", "loss_flat", "frozen_weights"},
     "degenerate_labels": {"trivial_task", "zero_loss"},
     "completions_truncated": {"truncated_completions", "loss_flat", "zero_grad_norm"},
-    "data_exhausted": {"stopped_early"},
+    "data_exhausted": {"stopped_early", "eval_nonfinite"},
     "loss_shape_mismatch": {"config_defect", "loss_flat", "nonfinite_loss", "nonfinite_grad_norm", "zero_loss", "crash"},
     "pretrained_weights_not_loaded": {"config_defect", "loss_flat", "high_start_loss", "loss_divergence", "crash"},
     "crash": {"crash"},

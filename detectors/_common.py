@@ -523,7 +523,9 @@ def nonfinite_onset(run: Run) -> Onset | None:
                 if ev.data.get("what") == "weights" else
                 f"torch.distributions refused the model's {ev.data.get('tensor')}: they were NaN (a Real() constraint "
                 "fails on nothing else), so the network's forward pass produced NaN"
-                if ev.data.get("what") == "distribution" else "the training loop stopped on a non-finite loss")
+                if ev.data.get("what") == "distribution" else
+                "the training loop reported a non-finite loss" if ev.data.get("warned") else
+                "the training loop stopped on a non-finite loss")
         candidates.append(Onset(ev.step if ev.step is not None else step_near(run, ev), "loss",
                                 event_evidence(ev, f"{what}: \"{ev.message.strip()[:160]}\""), message=True))
     if not candidates:

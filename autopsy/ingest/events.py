@@ -31,7 +31,7 @@ EVENT_KINDS = (
     "nan_stop", "oom", "bf16_unsupported", "prompt_fills_max_length", "index_out_of_range",
     "cudnn_sdpa_warning", "ddp_unused_params", "unscale_fp16", "gemma_eager_warning", "loss_watchdog",
     "empty_tensor_load", "nan_input", "labels_masked", "no_trainable_params", "native_abort", "input_exhausted",
-    "collective_timeout", "loss_rejected", "ctc_no_alignment", "ctc_lengths", "vae_nan", "missing_keys", "grad_skip",
+    "collective_timeout", "empty_reduction", "loss_rejected", "ctc_no_alignment", "ctc_lengths", "vae_nan", "missing_keys", "grad_skip",
     "no_labels_found", "loss_diverged", "resumed", "loss_shape_mismatch", "checkpoint_not_found", "darknet_region", "step_skipped",
     "nonfinite_logged", "killed", "warning", "error",
 )
@@ -205,6 +205,20 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
                             r"\b(nan|NaN|NAN|inf|Inf|INF|infinite|Infinity)\b|\b(nan|NaN|NAN)\b[^\n]{0,25}?"
                             r"(?:\b[Ll]oss\b|\bin (?:the )?(?:first )?(?:epoch|iteration|step|batch)\b))"),
      lambda m: {"value": (m[1] or m[2]).lower()}),
+    # a loop's own check saying so in plain words and going on (or breaking out of its loop): NeMo 0.x "WARNING: Loss
+    # is NaN", hand-written loops' print("loss is nan") / "Loss became NaN"; not a condition spelled out ("if the loss
+    # is NaN, lower the LR"), which is advice, nor the source line of a traceback (``raise X("loss is nan")``)
+    ("nan_stop", re.compile(r"^(?![^\n]*(?:\b(?:[Ii]f|[Ww]hether|[Ww]hen|[Cc]heck|[Aa]void|[Pp]revent|raise|assert)\b|"
+                            r"\b(?:print|warn|warning|info|error|log)\()[^\n]*[Ll]oss\s+(?:is|was|bec))"
+                            r"[^\n]*?\b[Ll]oss\s+(?:is|was|became|has become|went|turned)\s+(?:a\s+)?"
+                            r"(nan|NaN|NAN|inf|Inf|INF|infinite|Infinity|-inf)(?![\w-])"),
+     lambda m: {"value": m[1].lower(), "warned": True}),
+    # NumPy warning that a reduction had nothing to reduce or divided 0 by 0 (numpy/_core/_methods.py "Mean of empty
+    # slice."; the ufunc's "invalid value encountered in divide", "... in scalar divide" (NumPy 2), "... in
+    # double_scalars" / "true_divide" (NumPy 1)): an average over zero batches or zero tokens is NaN this way
+    ("empty_reduction", re.compile(r"RuntimeWarning: (?:(Mean of empty slice)|invalid value encountered in "
+                                   r"(?:scalar divide|divide|true_divide|double_scalars|scalar true_divide))"),
+     lambda m: {"what": "empty" if m[1] else "0/0"}),
     ("loss_watchdog", re.compile(r"Loss is too high, stopping training"), lambda m: {}),
     # ESPnet1's E2E models (espnet/nets/pytorch_backend/e2e_*.py): a batch loss that is NaN or >= CTC_LOSS_THRESHOLD
     # (1e4) is left out of the reporter (so out of the log) with only this warning; its backward still runs
@@ -396,6 +410,8 @@ TRIGGERS = (
     "epoch_iterator", "Continuing training from", "Using a target size", "checkpoint found", "Region ", "optimizer step", "optimiser step", "Found inf or nan", "NaN or Inf found", "Expected parameter", "NaN loss", "nan loss", "Inf loss", "inf loss",
     "out of bounds", "Expected input batch", "Target size", "Killed", "killed", "SIGKILL", "code 137", "code: 137",
     "code (137)", "return code = -9",
+    "Loss was", "Loss went", "Loss turned", "Loss has become", "loss is nan", "loss is NaN", "loss is inf", "loss is Inf",
+    "loss became", "loss was nan", "loss was NaN", "loss was inf", "loss went", "loss turned", "loss has become",
 )
 _UPPER = tuple(t for t in TRIGGERS if t[0].isupper())
 #: lower-case-led triggers are checked with a plain substring test first (cheap), and only the

@@ -623,9 +623,10 @@ def parse_lightning(text: bytes, first_line: int, st: StepState, out: Collector,
 #: ``\b(?:[Ss]tep|STEP|[Ii]ter|ITER|[Ii]teration|global_step|[Ii]ters)\b...`` written so every branch starts
 #: with a literal (the leading ``\b`` became a lookbehind after it): the regex engine then skips ahead
 #: to those letters instead of trying every byte (3x faster on a big log, same matches)
+#: on its own line (a line ending in "... has 1000 iters" does not count the next line's "[2021/06/03 ...")
 _GENERIC_COUNTER = re.compile(
     rb"(?:S(?<!\wS)(?:tep|TEP)|s(?<!\ws)tep|I(?<!\wI)(?:ter|TER|teration|ters)|i(?<!\wi)(?:ter|teration|ters)|"
-    rb"g(?<!\wg)lobal_step)\b\s*[:=#]?\s*\[?\s*(\d+)(?:\s*/\s*(\d+))?\]?")
+    rb"g(?<!\wg)lobal_step)\b[ \t]*[:=#]?[ \t]*\[?[ \t]*(\d+)(?:[ \t]*/[ \t]*(\d+))?\]?")
 #: an epoch counter before a line's step counter (``epoch: [12/20] step: [700/4468]``, ``Epoch 3 | step 40``)
 _EPOCH_BEFORE = re.compile(rb"\b[Ee](?:poch|POCH)\b\W{0,3}(\d+)")
 #: an epoch header alone on its line (Keras and Paddle hapi ``Epoch 2/10``), over the ``step 10/938 - loss: ...`` rows

@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from .text_metrics import has
+
 #: bytes read per block: big enough that regex scans run in C, small enough for flat memory
 BLOCK_BYTES = 4 * 1024 * 1024
 #: longest line part parsed; a longer line (a dumped tensor, binary junk) is cut here
@@ -52,6 +54,22 @@ def ascii_punctuation(data: bytes) -> bytes:
     for wide, narrow in _FULL_WIDTH.items():
         data = data.replace(wide, narrow)
     return data
+
+
+#: Python's ``'{:x<6f}'.format(v)`` (PaddleOCR's and PaddleVideo's training stats, ``ppocr/utils/stats.py``) pads
+#: only what is shorter than six characters, i.e. a non-finite value: ``loss: nanxxx``, ``infxxx``, ``-infxx``
+_X_PADDED = re.compile(rb"(?<![\w.])(-?(?:nan|inf))(x{1,3})(?![\w.])")
+
+
+def _blank_pad(m: re.Match[bytes]) -> bytes:
+    return m[1] + b" " * len(m[2])
+
+
+def unpad_nonfinite(data: bytes) -> bytes:
+    """``data`` with the ``x`` padding after a non-finite value as spaces (the same length, so offsets hold)."""
+    if b"x" not in data or not has(data, b"nanx") and not has(data, b"infx"):  # a memchr first: HF dicts hold no x
+        return data
+    return _X_PADDED.sub(_blank_pad, data)
 
 
 def _last_break(buf: bytes | bytearray) -> int:
@@ -94,7 +112,7 @@ def iter_chunks(fh: BinaryIO, block_bytes: int = BLOCK_BYTES, line_cap: int = LI
                 return
             continue
         nul = buf.count(b"\x00") if b"\x00" in buf else 0  # the test is a memchr: most blocks have none
-        text = ascii_punctuation(strip_ansi(bytes(buf)))
+        text = unpad_nonfinite(ascii_punctuation(strip_ansi(bytes(buf))))
         if nul:
             text = text.replace(b"\x00", b"")
         yield Chunk(text, line_no, truncated, nul if nul > len(buf) * NUL_FRACTION else 0)
