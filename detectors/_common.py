@@ -524,6 +524,9 @@ def nonfinite_onset(run: Run) -> Onset | None:
                 f"torch.distributions refused the model's {ev.data.get('tensor')}: they were NaN (a Real() constraint "
                 "fails on nothing else), so the network's forward pass produced NaN"
                 if ev.data.get("what") == "distribution" else
+                "torch.multinomial refused to sample: the probabilities held NaN or Inf (a softmax gives no negative), "
+                "so the model's logits were non-finite in generation"
+                if ev.data.get("what") == "sampling" else
                 "the training loop reported a non-finite loss" if ev.data.get("warned") else
                 "the training loop stopped on a non-finite loss")
         candidates.append(Onset(ev.step if ev.step is not None else step_near(run, ev), "loss",

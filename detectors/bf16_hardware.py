@@ -46,6 +46,9 @@ AMPERE_PLUS_RE = re.compile(r"\b(?:A100|A800|A10G?|A30|A40|A6000|A5000|A4000|L4|
 #: pre-Ampere NVIDIA parts (compute capability < 8.0): Volta, Turing, Pascal, Maxwell, Kepler
 PRE_AMPERE_RE = re.compile(r"\b(?:V100|T4|P100|P40|P4|K80|K40|M60|M40|Titan ?V|Titan ?RTX|Quadro ?RTX ?\d+"
                            r"|RTX ?20[5-8]0(?: ?Ti| ?SUPER)?|GTX ?1[0-6]\d0(?: ?Ti)?|Tesla ?P\d+)\b", re.IGNORECASE)
+#: cuBLAS refusing a bfloat16 GEMM (torch's CUDABlas.cpp ``cublasGemmStridedBatchedEx`` / ``cublasGemmEx`` with
+#: ``CUDA_R_16BF`` operands): the card has no bf16 matmul (Maxwell M40, Pascal Titan X: MinerU#1508, SeedVR2#543)
+CUBLAS_BF16_RE = re.compile(r"CUBLAS_STATUS_NOT_SUPPORTED when calling `?cublas\w*\([^\n]{0,400}?CUDA_R_16BF")
 REFS = ["https://github.com/databrickslabs/dolly/issues/11", "https://github.com/huggingface/transformers/pull/14579"]
 REMEDIES = [
     ("On V100/T4/P100 turn bf16 off everywhere: bf16=False, fp16=True in the TrainingArguments AND "
@@ -89,6 +92,11 @@ def detect(run: Run) -> Iterable[Finding]:
             basis="direct", symptom="config_defect",
         )
         return
+    if not errors:
+        yield from _cublas_bf16(run, old_gpu, new_gpu, requested)
+        if requested and old_gpu and not matching_events(run, "bf16_unsupported", CUBLAS_BF16_RE):
+            yield from _requested_on_old(requested, old_gpu)
+        return
     if errors:
         evidence = [event_evidence(e) for e in errors[:2]]
         if requested:
@@ -104,12 +112,42 @@ def detect(run: Run) -> Iterable[Finding]:
             basis="direct", symptom="config_defect",
         )
         return
-    if requested and old_gpu:
-        yield Finding(
-            code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="warning", confidence=0.6,
-            title=f"bf16 on a pre-Ampere GPU ({old_gpu[0]})",
-            message=f"bf16 is enabled ({requested.detail}) on {old_gpu[0]}, which has no native bf16: expect a "
-                    "start-up error or slow emulated bf16.",
-            first_step=None, evidence=[requested, fact_evidence(old_gpu[1], f"GPU: {old_gpu[0]}")],
-            remedies=list(REMEDIES), references=list(REFS), basis="direct", symptom="config_defect",
-        )
+
+
+def _requested_on_old(requested: Evidence, old_gpu: tuple) -> Iterable[Finding]:
+    """bf16 asked for on a pre-Ampere card, with no error (yet): a warning."""
+    yield Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="warning", confidence=0.6,
+        title=f"bf16 on a pre-Ampere GPU ({old_gpu[0]})",
+        message=f"bf16 is enabled ({requested.detail}) on {old_gpu[0]}, which has no native bf16: expect a "
+                "start-up error or slow emulated bf16.",
+        first_step=None, evidence=[requested, fact_evidence(old_gpu[1], f"GPU: {old_gpu[0]}")],
+        remedies=list(REMEDIES), references=list(REFS), basis="direct", symptom="config_defect",
+    )
+
+
+def _cublas_bf16(run: Run, old_gpu: tuple | None, new_gpu: tuple | None, requested: Evidence | None) -> Iterable[Finding]:
+    """A bf16 matmul refused by cuBLAS mid-run: no bf16 on the card, unless the card is Ampere or newer."""
+    hits = [e for e in matching_events(run, "bf16_unsupported", CUBLAS_BF16_RE) if e.kind != "bf16_unsupported"]
+    if not hits or new_gpu:
+        return  # on an Ampere-or-newer card the refusal is cuBLAS's or the build's: CRASH001 keeps it
+    e = hits[0]
+    evidence = [event_evidence(e, "cuBLAS: CUBLAS_STATUS_NOT_SUPPORTED for a GEMM on CUDA_R_16BF (bfloat16) operands")]
+    if requested:
+        evidence.append(requested)
+    if old_gpu:
+        evidence.append(fact_evidence(old_gpu[1], f"GPU: {old_gpu[0]} (pre-Ampere, no bf16)"))
+    yield Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.9 if old_gpu else 0.7,
+        title="cuBLAS refused a bfloat16 matmul: the GPU has no bf16 support",
+        message=("The run died in a bfloat16 matrix multiply that cuBLAS does not support on this GPU"
+                 + (f" ({old_gpu[0]})" if old_gpu else "") + ": bf16 GEMMs need an Ampere-or-newer card (compute "
+                 "capability 8.0). The model or the autocast ran in bf16 (torch_dtype=bfloat16, bf16=True, or a "
+                 "library that picked bf16 itself)."),
+        first_step=e.step, evidence=evidence,
+        remedies=["Load the model in float16 or float32 (torch_dtype=torch.float16 / float32) and turn bf16 off "
+                  "(bf16=False; fp16=True where supported), including in the DeepSpeed config and any library "
+                  "option that picks bf16 when torch.cuda.is_bf16_supported() answers loosely.",
+                  REMEDIES[1]],
+        references=["https://github.com/opendatalab/MinerU/issues/1508"], basis="direct", symptom="config_defect",
+    )

@@ -280,6 +280,115 @@ KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = 
      "the checkpoint being written is incomplete",
      ("Free space on the output disk or point output_dir at a larger one; keep fewer checkpoints (save_total_limit in "
       "the HF Trainer, save_top_k in Lightning) or save less often; resume from the last complete checkpoint.",)),
+    # transformers' tokenizer.pad() (trl#466, FastChat#718, LongChat#31): GPT-2/Llama tokenizers ship without a pad token
+    (re.compile(r"Asking to pad but the tokenizer does not have a padding token|attempting to pad samples but the "
+                r"tokenizer you are using \(\w+\) does not have one|tokenizer is not configured with a padding token"),
+     "the tokenizer has no padding token",
+     "batches are padded to one length, and this tokenizer defines no pad token (GPT-2, Llama and many base models "
+     "ship without one)",
+     ("Set one before building the trainer: tokenizer.pad_token = tokenizer.eos_token (and model.config.pad_token_id to "
+      "match), or add a dedicated '[PAD]' token and call model.resize_token_embeddings(len(tokenizer)); with pad = eos, "
+      "make sure the collator does not mask the real EOS of each example out of the labels.",)),
+    # torch DDP's reducer (qlora#223, peft#313, trl#835; the workaround in accelerate#389): reentrant activation
+    # checkpointing runs the checkpointed blocks' backward again, so DDP's hooks fire twice for the same parameters
+    (re.compile(r"Expected to mark a variable ready only once"),
+     "DDP saw a parameter's gradient twice (reentrant gradient checkpointing)",
+     "DistributedDataParallel marked a parameter ready twice in one backward: with gradient checkpointing in its "
+     "reentrant form (the default of torch.utils.checkpoint before torch 2.4, and of gradient_checkpointing_enable()) "
+     "the checkpointed blocks' backward reruns their forward, and DDP's per-parameter hooks fire again; a parameter "
+     "used outside forward(), or shared between two modules, does the same",
+     ("Use the non-reentrant checkpoint: gradient_checkpointing_kwargs={'use_reentrant': False} in TrainingArguments "
+      "(or model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': False})); or, when the "
+      "graph is the same every step, ddp_find_unused_parameters=False / model._set_static_graph(). "
+      "TORCH_DISTRIBUTED_DEBUG=DETAIL names the parameter.",)),
+    # transformers' BatchEncoding.convert_to_tensors: the collator could not make one tensor of the features
+    (re.compile(r"Unable to create tensor, you should probably activate truncation and/or padding"),
+     "the collator got features of unequal length or nesting",
+     "the data collator tried to stack the examples' features into one tensor and they differ in length (no padding "
+     "was applied to that field) or are nested lists where ints are expected (often 'labels' built as a list of lists, "
+     "or a text column left in the dataset)",
+     ("Pad every field the collator stacks (DataCollatorWithPadding / DataCollatorForSeq2Seq pads labels too), remove the "
+      "raw text columns after tokenization (remove_columns=...), and make 'labels' a flat list of ints per example.",)),
+    # PEFT's inject_adapter: the LoRA target names match no module of the model
+    (re.compile(r"Target modules? \{?[^\n]{0,300}?\}? not found in the base model"),
+     "LoRA target modules that the model does not have",
+     "the LoRA config names target modules (q_proj, v_proj, ...) that match no module of this model: module names "
+     "differ between architectures (GPT-2's c_attn, Falcon's query_key_value, Baichuan's W_pack); an empty list ('[]') "
+     "means the script's own search for Linear layers found none (a quantized model's layers are another class)",
+     ("Print the model's Linear module names ([n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)]) "
+      "and set target_modules to names from it, or target_modules='all-linear' (PEFT >= 0.8).",)),
+    # a CPU kernel without a float16 version (peft#267, alpaca-lora#308, LlamaFactory#3434, cloneofsimo/lora#92): the
+    # half-precision model (or the LoRA merge) runs on the CPU
+    (re.compile(r"\"\w*(?:cpu|Cpu|CPU)\w*\" not implemented for '(?:Half|BFloat16)'|"
+                r"\"(?:LayerNormKernelImpl|addmm_impl_cpu|baddbmm_with_gemm)\w*\" not implemented for 'Half'"),
+     "a float16 model running on the CPU",
+     "a CPU kernel has no float16 version: the model (or the part of it being merged or offloaded) was loaded in "
+     "torch.float16 but runs on the CPU, because no GPU was used (CUDA not visible, a CPU-only torch), device_map "
+     "offloaded it, or the LoRA merge runs on the CPU",
+     ("Run it on the GPU (check torch.cuda.is_available(), move model and inputs with .to('cuda')), or load in "
+      "torch.float32 (bfloat16 on recent torch) for CPU work such as merging LoRA weights.",)),
+    # torch autograd: the graph's saved tensors are freed after the first backward
+    (re.compile(r"Trying to backward through the graph a second time"),
+     "a second backward through a freed graph",
+     "backward() ran twice through the same part of the graph: a tensor computed in an earlier step (a hidden state "
+     "carried across batches, a running loss total kept with its graph, a cached output) is reused in this step's loss",
+     ("Detach what is carried between steps (hidden = hidden.detach(); total += loss.item()); recompute the shared part "
+      "per step; retain_graph=True only when two losses must really backpropagate through one graph.",)),
+    # torch's default_collate: the dataset's items differ in shape (a grayscale image among RGB ones, unpadded sequences)
+    (re.compile(r"stack expects each tensor to be equal size, but got \[[\d, ]*\] at entry \d+ and \[[\d, ]*\] at entry"),
+     "dataset items of different shapes in one batch",
+     "the default collate function stacks the batch's items and two have different shapes: images of other sizes or "
+     "channels (a grayscale or RGBA file among RGB ones) or sequences of different lengths without padding",
+     ("Make the items one shape in the dataset: convert('RGB') and resize/crop images to a fixed size; pad sequences in "
+      "a collate_fn (pad_sequence) or tokenize with padding; the two shapes in the message name the odd item's.",)),
+    # a module whose weights were never materialized (init_empty_weights / device_map / low_cpu_mem_usage) moved or copied
+    (re.compile(r"Cannot copy out of meta tensor; no data!"),
+     "weights still on the meta device",
+     "some weights were never loaded: the model was created on the meta device (device_map, low_cpu_mem_usage, "
+     "init_empty_weights) and a later .to()/copy found no data there, often because offloaded or unmatched weights "
+     "were left empty",
+     ("Do not move a model loaded with device_map (let accelerate place it), or load without device_map and move it "
+      "yourself; use model.to_empty(device=...) then load the state dict when building from meta on purpose.",)),
+    # torch's CUDA lazy init in a CPU-only build
+    (re.compile(r"Torch not compiled with CUDA enabled"),
+     "a CPU-only build of PyTorch",
+     "the installed torch is a CPU-only build (the default wheel on some platforms, or one pulled in by another "
+     "package), so any .cuda()/device='cuda' fails",
+     ("Install the CUDA build that matches the driver (pip install torch --index-url "
+      "https://download.pytorch.org/whl/cu121, or the conda pytorch-cuda package) and check torch.version.cuda.",)),
+    # a convolution fed another channel count than it was built for (grayscale into an RGB backbone, RGBA, channels-last)
+    (re.compile(r"Given groups=\d+, weight of size \[\d+, (\d+)[\d, ]*\], expected input\[[\d, ]*\] to have \d+ "
+                r"channels, but got \d+ channels instead"),
+     "a convolution fed another number of channels",
+     "a convolution built for one number of input channels received another: grayscale (1) or RGBA (4) images into an "
+     "RGB (3) network, channels in the last dimension instead of the second, or a checkpoint built for other inputs",
+     ("Convert the images to the channel count the model expects (Image.convert('RGB')), permute NHWC to NCHW, or "
+      "build the first layer with in_channels for your data.",)),
+    # an embedding given float ids (torch < 2 wording; newer: "Expected tensor for argument #1 'indices' to have one of
+    # the following scalar types: Long, Int; but got torch.FloatTensor instead")
+    (re.compile(r"Expected tensor for argument #1 'indices' to have (?:one of the following )?scalar types?:? Long"),
+     "token ids of a float type into an embedding",
+     "an embedding layer received indices of a floating type: token ids (or class ids) were converted to float "
+     "somewhere in the data pipeline (a float tensor built from them, a NaN-holding column, a default dtype)",
+     ("Keep ids as int64 end to end: torch.tensor(ids, dtype=torch.long) in the dataset or collate_fn; check the "
+      "columns that feed input_ids.",)),
+    # an asynchronous CUDA fault: the failing kernel is somewhere before the line that reports it
+    (re.compile(r"CUDA error: an illegal memory access was encountered"),
+     "an illegal memory access on the GPU",
+     "a CUDA kernel read or wrote outside its memory: an out-of-range index into a tensor or an embedding, a custom "
+     "or compiled kernel's bug, or a library/driver mismatch; CUDA reports it asynchronously, so the traceback's "
+     "line is not where it happened",
+     ("Rerun with CUDA_LAUNCH_BLOCKING=1 (or one step on the CPU) to get the failing operation; check token and label "
+      "ids against the vocabulary and class count; update the driver, or rebuild custom kernels for this GPU.",)),
+    # NCCL failing a collective (not its watchdog timeout, which is CRASH001's collective-timeout finding)
+    (re.compile(r"NCCL error in: [^\n]{0,200}?(?:unhandled system error|unhandled cuda error|invalid usage|internal "
+                r"error|remote process exited or there was a network error)"),
+     "an NCCL communication error",
+     "NCCL, which carries the gradients between GPUs, failed a collective: its transport (shared memory, P2P, "
+     "sockets, InfiniBand) is not usable as configured, one rank died, or the ranks disagree on the collective",
+     ("Rerun with NCCL_DEBUG=INFO to see the failing transport; in Docker give /dev/shm room (--shm-size, --ipc=host); "
+      "on consumer GPUs try NCCL_P2P_DISABLE=1; set NCCL_SOCKET_IFNAME to the right network interface; look for a rank "
+      "that died first.",)),
     (re.compile(r"DataLoader worker \(pid\(?s?\)? ?[\d, ]*\)? (?:is killed by signal|exited unexpectedly)|"
                 r"unable to write to file </torch_|No space left on device"),
      "a DataLoader worker died (shared memory)",
@@ -294,6 +403,16 @@ def _when(run: Run, ev: Event) -> tuple[int | None, str]:
     """An event's step (its own, else the nearest logged one) and the words " at step N" for a title."""
     step = ev.step if ev.step is not None else step_near(run, ev)
     return step, f" at step {step}" if step is not None else ""
+
+
+#: NCCL's result name, which torch prints on the line after an NCCL error's message ("ncclSystemError: System call
+#: (socket, malloc, munmap, etc) failed."): the detail of that exception, not another one
+_NCCL_RESULT = re.compile(r"nccl[A-Z]\w*(?:Error|Usage)$")
+
+
+def _nccl_detail(last: Event, prev: Event) -> bool:
+    return (bool(_NCCL_RESULT.match(_exc(last)[0])) and last.source == prev.source and last.line is not None
+            and prev.line is not None and 0 < last.line - prev.line <= 2)
 
 
 def _known_message(text: str) -> tuple[str, str, tuple[str, ...]] | None:
@@ -485,6 +604,8 @@ def detect(run: Run) -> Iterable[Finding]:
     # a CUDA device-side assert kills the process (the CUDA context is unusable after it) even when the paste holds no
     # traceback: "step 2: CUDA error: device-side assert triggered"
     asserts = [e for e in run.events_of("index_out_of_range") if DEVICE_ASSERT.search(e.message)]
+    if len(tracebacks) > 1 and _nccl_detail(tracebacks[-1], tracebacks[-2]):
+        tracebacks = tracebacks[:-1]
     fatal = ooms[-1] if ooms else (tracebacks[-1] if tracebacks else (asserts[-1] if asserts else None))
     timeout = _collective_timeout(run) if not ooms else None
     if timeout is not None:

@@ -189,3 +189,112 @@ def test_the_empty_reduction_warning_alone_names_no_empty_evaluation(tmp_path: P
     # the warning printed only after the NaN evaluations
     after = ILAB_785.splitlines(True)
     assert not _data3(_run_in(tmp_path, 3, "".join(after[:1] + after[3:] + after[1:3])))
+
+
+# -- crashes pasted as their exception alone: what each means, and the two that name a cause --------------------------
+
+# (source thread, the paste as quoted there (the header and frames trimmed where noted), words the finding must carry)
+KNOWN_CRASHES = [
+    # https://github.com/DachengLi1/LongChat/issues/31
+    ("ValueError: Asking to pad but the tokenizer does not have a padding token. Please select a token to use as "
+     "`pad_token` `(tokenizer.pad_token = tokenizer.eos_token e.g.)` or add a new pad token via "
+     "`tokenizer.add_special_tokens({'pad_token': '[PAD]'})`.\n", "no padding token", "tokenizer.pad_token"),
+    # https://github.com/microsoft/FocalNet/issues/4 (the message's first line)
+    ("RuntimeError: Expected to mark a variable ready only once. This error is caused by one of the following reasons: "
+     "1) Use of a module parameter outside the `forward` function. Please make sure model parameters are not shared "
+     "across multiple concurrent forward-backward passes. or try to use _set_static_graph() as a workaround if this "
+     "module graph does not change during training loop.2) Reused parameters in multiple reentrant backward passes.\n",
+     "reentrant gradient checkpointing", "use_reentrant"),
+    # https://github.com/nomic-ai/gpt4all/issues/427 (title) and https://github.com/zjunlp/KnowLM/issues/82 (title)
+    ("RuntimeError: \"addmm_impl_cpu_\" not implemented for 'Half'\n", "float16 model running on the CPU", "float32"),
+    ("RuntimeError: \"addmm_impl_cpu\" not implemented for 'Half'\n", "float16 model running on the CPU", "float32"),
+    # https://github.com/hiyouga/LlamaFactory/issues/181, /issues/3597, https://github.com/wp931120/baichuan_sft_lora/issues/1
+    ("ValueError: Target modules ['q_proj', 'v_proj'] not found in the base model. Please check the target modules "
+     "and try again.\n", "LoRA target modules", "named_modules"),
+    ("ValueError: Target modules {'c_attn'} not found in the base model. Please check the target modules and try "
+     "again.\n", "LoRA target modules", "all-linear"),
+    ("""Traceback (most recent call last):
+  File "sft_lora.py", line 68, in <module>
+    model = get_peft_model(model, config)
+  File "/usr/lib/python3.8/site-packages/peft-0.4.0.dev0-py3.8.egg/peft/tuners/lora.py", line 333, in _find_and_replace
+ValueError: Target modules [] not found in the base model. Please check the target modules and try again.
+""", "empty list", "named_modules"),
+    # https://github.com/leftthomas/SRGAN/issues/118 (title); https://github.com/VainF/DeepLabV3Plus-Pytorch/issues/114
+    # (a worker's traceback re-raised, frames trimmed)
+    ("RuntimeError: stack expects each tensor to be equal size, but got [1, 22, 22] at entry 0 and [3, 22, 22] at "
+     "entry 5\n", "different shapes", "convert('RGB')"),
+    ("""RuntimeError: Caught RuntimeError in DataLoader worker process 0.
+Original Traceback (most recent call last):
+  File "C:*\\torch\\utils\\data\\_utils\\worker.py", line 308, in _worker_loop
+    data = fetcher.fetch(index)
+RuntimeError: stack expects each tensor to be equal size, but got [768, 768] at entry 0 and [768, 768, 3] at entry 1
+""", "different shapes", "pad sequences"),
+    # https://github.com/NVIDIA/Megatron-LM/issues/71
+    ("""    work = group.allreduce([tensor], opts)
+RuntimeError: NCCL error in: ../torch/lib/c10d/ProcessGroupNCCL.cpp:839, unhandled system error, NCCL version 2.8.3
+ncclSystemError: System call (socket, malloc, munmap, etc) failed.
+""", "NCCL communication error", "NCCL_DEBUG=INFO"),
+]
+
+
+def test_common_crashes_are_explained(tmp_path: Path):
+    for i, (log, label, remedy) in enumerate(KNOWN_CRASHES):
+        a = _run_in(tmp_path, i, log)
+        f = next(f for f in a.diagnosis.findings if f.code == "CRASH001")
+        assert label in f.title + f.message, (i, f.title)
+        assert remedy in " ".join(f.remedies), (i, f.remedies)
+        assert _verdict(a) == ("failed", "crash")
+
+
+def test_unrelated_crashes_stay_unexplained(tmp_path: Path):
+    # near misses of the new entries: another error about padding, a 'not implemented' for a CUDA kernel in float32
+    for i, msg in enumerate(("ValueError: padding_side should be left or right\n",
+                             "NotImplementedError: Could not run 'aten::_foo' with arguments from the 'CUDA' backend.\n")):
+        f = next(f for f in _run_in(tmp_path, i, msg).diagnosis.findings if f.code == "CRASH001")
+        assert ":" not in f.title.split("with", 1)[1], f.title  # "Crashed with X" and nothing after
+
+
+# https://github.com/opendatalab/MinerU/issues/1508 (a Tesla M40, as pasted) and
+# https://github.com/deepspeedai/DeepSpeed/issues/6723 (the GPU not named)
+MINERU_1508 = ("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasGemmStridedBatchedEx(handle, "
+               "opa, opb, (int)m, (int)n, (int)k, (void*)&falpha, a, CUDA_R_16BF, (int)lda, stridea, b, CUDA_R_16BF, "
+               "(int)ldb, strideb, (void*)&fbeta, c, CUDA_R_16BF, (int)ldc, stridec, (int)num_batches, compute_type, "
+               "CUBLAS_GEMM_DEFAULT_TENSOR_OP)`\n")
+# https://github.com/buaacyw/GaussianEditor/issues/46: the same refusal for float16 operands, whose cause is not bf16
+GAUSSIAN_46 = ("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasGemmEx( handle, opa, opb, m, n, "
+               "k, &falpha, a, CUDA_R_16F, lda, b, CUDA_R_16F, ldb, &fbeta, c, CUDA_R_16F, ldc, CUDA_R_32F, "
+               "CUBLAS_GEMM_DEFAULT_TENSOR_OP)`\n")
+
+
+def test_cublas_refusing_a_bf16_matmul_is_the_hardware(tmp_path: Path):
+    a = _run_in(tmp_path, 0, MINERU_1508)
+    assert _verdict(a) == ("failed", "bf16_unsupported_hardware")
+    f = next(f for f in a.diagnosis.findings if f.code == "HW001")
+    assert f.confidence == 0.7 and "CUDA_R_16BF" in f.evidence[0].detail
+    b = _run_in(tmp_path, 1, "GPU: Tesla M40 24GB\n" + MINERU_1508)
+    assert next(f for f in b.diagnosis.findings if f.code == "HW001").confidence == 0.9
+    # an Ampere card has bf16: the refusal there is not the hardware's
+    c = _run_in(tmp_path, 2, "GPU: NVIDIA A100-SXM4-80GB\n" + MINERU_1508)
+    assert _verdict(c)[1] != "bf16_unsupported_hardware"
+    assert _verdict(_run_in(tmp_path, 3, GAUSSIAN_46))[1] == "crash"
+
+
+# https://github.com/Lightning-AI/lit-llama/issues/467 (a fine-tuned Llama 7B run in 16-true, as pasted, frames trimmed)
+LITLLAMA_467 = """python generate/lora.py
+16-true
+Loading model ...
+Traceback (most recent call last):
+  File "/home/azureuser/lit-llama/generate.py", line 74, in generate
+    idx_next = torch.multinomial(probs, num_samples=1).to(dtype=dtype)
+RuntimeError: probability tensor contains either `inf`, `nan` or element < 0
+"""
+
+
+def test_sampling_from_nonfinite_probabilities_is_a_nonfinite_forward(tmp_path: Path):
+    a = _run_in(tmp_path, 0, LITLLAMA_467)
+    assert _verdict(a)[0] != "healthy"
+    f = _num(a)
+    assert "torch.multinomial refused to sample" in f.evidence[0].detail and f.evidence[0].where == "line 7"
+    # the wording without backticks (https://github.com/Lightning-AI/litgpt/issues/200, title)
+    kind, data = classify("RuntimeError: probability tensor contains either inf, nan or element < 0")
+    assert kind == "nan_stop" and data["what"] == "sampling"

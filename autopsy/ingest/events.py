@@ -188,6 +188,11 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("nan_stop", re.compile(r"Expected parameter (\w+) \(Tensor of shape [^\n]{0,160}? to satisfy the constraint "
                             r"(?:IndependentConstraint\()?Real\(\)[^\n]{0,40}?, but found invalid values"),
      lambda m: {"tensor": m[1], "what": "distribution"}),
+    # torch.multinomial refusing the probabilities it is to sample from (generate() with do_sample, an RL rollout): a
+    # softmax gives no negative, so they held NaN or Inf, i.e. the model's logits did ("RuntimeError: probability tensor
+    # contains either `inf`, `nan` or element < 0", aten/src/ATen/native/Distributions.cpp)
+    ("nan_stop", re.compile(r"probability tensor contains either `?inf`?, `?nan`? or element < 0"),
+     lambda m: {"tensor": "sampling probabilities", "what": "sampling"}),
     # TF writes a histogram summary of each variable: a NaN weight fails it ("Nan in summary histogram for: fc8/weights")
     ("nan_stop", re.compile(r"Nan in summary histogram for:?\s*(\S+)"), lambda m: {"tensor": m[1], "what": "weights"}),
     # ... the same error with its tensor cut off (a paste ending there: "InvalidArgumentError: Nan in summary hist")
@@ -408,7 +413,7 @@ TRIGGERS = (
     "Found NaN", "No valid path", "StopIteration", "No labels found", "Couldn't open file",
     "Not enough time for target", "Out of memory error", "Model diverged with", "PARAMETER loss_scale", "OutOfMemory", "_len", "NaN detected in", "NaN found in", "There were missing keys",
     "epoch_iterator", "Continuing training from", "Using a target size", "checkpoint found", "Region ", "optimizer step", "optimiser step", "Found inf or nan", "NaN or Inf found", "Expected parameter", "NaN loss", "nan loss", "Inf loss", "inf loss",
-    "out of bounds", "Expected input batch", "Target size", "Killed", "killed", "SIGKILL", "code 137", "code: 137",
+    "probability tensor contains", "out of bounds", "Expected input batch", "Target size", "Killed", "killed", "SIGKILL", "code 137", "code: 137",
     "code (137)", "return code = -9",
     "Loss was", "Loss went", "Loss turned", "Loss has become", "loss is nan", "loss is NaN", "loss is inf", "loss is Inf",
     "loss became", "loss was nan", "loss was NaN", "loss was inf", "loss went", "loss turned", "loss has become",
