@@ -298,3 +298,28 @@ def test_sampling_from_nonfinite_probabilities_is_a_nonfinite_forward(tmp_path: 
     # the wording without backticks (https://github.com/Lightning-AI/litgpt/issues/200, title)
     kind, data = classify("RuntimeError: probability tensor contains either inf, nan or element < 0")
     assert kind == "nan_stop" and data["what"] == "sampling"
+
+
+# -- mlx-lm's two-word keys ---------------------------------------------------------------------------------------------
+
+# https://github.com/ml-explore/mlx-lm/pull/330 (as pasted: LoRA on an A100 through the CUDA backend, healthy)
+MLXLM_330 = """Starting training..., iters: 100
+Iter 1: Val loss 2.936, Val took 5.265s
+Iter 10: Train loss 2.662, Learning Rate 1.000e-05, It/sec 0.490, Tokens/sec 161.374, Trained Tokens 3290, Peak mem 9.707 GB
+Iter 20: Train loss 2.101, Learning Rate 1.000e-05, It/sec 13.913, Tokens/sec 4560.749, Trained Tokens 6568, Peak mem 10.588 GB
+Iter 30: Train loss 1.781, Learning Rate 1.000e-05, It/sec 24.234, Tokens/sec 7514.985, Trained Tokens 9669, Peak mem 10.588 GB
+Iter 40: Train loss 1.505, Learning Rate 1.000e-05, It/sec 25.674, Tokens/sec 8056.378, Trained Tokens 12807, Peak mem 10.588 GB
+Iter 50: Train loss 1.585, Learning Rate 1.000e-05, It/sec 23.600, Tokens/sec 7889.451, Trained Tokens 16150, Peak mem 10.588 GB
+"""
+
+
+def test_mlx_lm_learning_rate_is_read_as_the_learning_rate(tmp_path: Path):
+    a = _run_in(tmp_path, 0, MLXLM_330)
+    assert _series(a, "learning_rate") == [1e-05] * 5
+    assert _series(a, "loss") == [2.662, 2.101, 1.781, 1.505, 1.585]
+    assert _series(a, "eval_loss") == [2.936]
+    assert "Rate" not in set(a.run.scalars["metric"])  # not the last word of the key alone
+    assert _verdict(a) == ("healthy", "healthy")
+    # a two-word key of another kind with a space stays out (one word is taken, as before)
+    b = _run_in(tmp_path, 1, "".join(f"Iter {i}: Train loss {3 - i * 0.1:.3f}, Peak mem {5 + i:.3f} GB\n" for i in range(1, 6)))
+    assert "learning_rate" not in set(b.run.scalars["metric"])
