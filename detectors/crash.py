@@ -389,6 +389,61 @@ KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = 
      ("Rerun with NCCL_DEBUG=INFO to see the failing transport; in Docker give /dev/shm room (--shm-size, --ipc=host); "
       "on consumer GPUs try NCCL_P2P_DISABLE=1; set NCCL_SOCKET_IFNAME to the right network interface; look for a rank "
       "that died first.",)),
+    # a weights file that is not the weights: a Git LFS pointer (its text starts "version https://git-lfs...", hence
+    # pickle's "invalid load key, 'v'." and safetensors' "HeaderTooLarge"), an HTML error page, a truncated download or
+    # an interrupted save (torch.load's "PytorchStreamReader failed reading zip archive: failed finding central
+    # directory")
+    (re.compile(r"invalid load key, '[v<\\x]|HeaderTooLarge|Error while deserializing header|PytorchStreamReader "
+                r"failed reading (?:zip archive|file)|failed finding central directory|unexpected EOF, expected \d+ more "
+                r"bytes|Ran out of input(?=.*frame: .*(?:load|torch|pickle|serializ))"),
+     "a checkpoint file that is not a complete checkpoint",
+     "a weights file could not be read as one: it is a Git LFS pointer (a few hundred bytes of text starting 'version "
+     "https://git-lfs', cloned without git lfs), an HTML error page saved in its place, or a file cut short by an "
+     "interrupted download or save",
+     ("Check the file's size against the expected one (ls -l; 'head -c 200 file' shows an LFS pointer's text); run "
+      "'git lfs pull' or download it again (huggingface_hub, hf download); for a run's own checkpoint, resume from the "
+      "previous one (autopsy scan checks every file's header and tensors).",)),
+    # a state dict of another shape: most often an embedding resized for added tokens on one side only
+    (re.compile(r"size mismatch for [\w.]+: copying a param with shape torch\.Size\(\[[\d, ]+\]\) from checkpoint, the "
+                r"shape in current model is torch\.Size\(\[[\d, ]+\]\)"),
+     "a checkpoint whose tensor shapes differ from the model's",
+     "the state dict was saved from a model of another shape: a vocabulary resized for added tokens (embed_tokens / "
+     "lm_head rows differ by the tokens added), another number of classes in a head, or another model size or config",
+     ("Build the model the way the checkpoint was: call model.resize_token_embeddings(len(tokenizer)) with the "
+      "tokenizer saved beside it before loading (for an embedding or lm_head mismatch), pass the same num_labels, or "
+      "load with ignore_mismatched_sizes=True to re-initialise a head on purpose.",)),
+    # the GPU stack below torch: no driver, an old driver, a card held by another process
+    (re.compile(r"Found no NVIDIA driver on your system|The NVIDIA driver on your system is too old|CUDA driver version "
+                r"is insufficient for CUDA runtime version|CUDA-capable device\(s\) is/are busy or unavailable|"
+                r"no CUDA-capable device is detected"),
+     "the GPU or its driver is not usable",
+     "torch could not use the GPU: no NVIDIA driver is loaded, the driver is older than the CUDA runtime torch was built "
+     "with, or the card is held by another process (exclusive compute mode) or not passed into the container",
+     ("Check nvidia-smi on the machine (and in the container: --gpus all); update the driver, or install the torch "
+      "build for the CUDA version the driver supports (torch.version.cuda vs nvidia-smi's 'CUDA Version'); free or "
+      "pick another GPU (CUDA_VISIBLE_DEVICES).",)),
+    # bitsandbytes failing to load its CUDA library
+    (re.compile(r"CUDA Setup failed despite GPU being available"),
+     "bitsandbytes could not load its CUDA library",
+     "bitsandbytes found a GPU but not a CUDA runtime library it was built for (an old bitsandbytes with a new CUDA, "
+     "a CPU-only wheel, or libcudart missing from the library path)",
+     ("Run python -m bitsandbytes for its diagnosis; install a bitsandbytes release that supports this CUDA version "
+      "(recent releases ship one wheel for all), and check LD_LIBRARY_PATH / BNB_CUDA_VERSION.",)),
+    # a distributed call with no process group: the script was started without a launcher
+    (re.compile(r"Default process group has not been initialized"),
+     "a distributed call without a process group",
+     "the code uses torch.distributed (a DDP wrapper, a collective, a DeepSpeed/FSDP setup) but no process group was "
+     "created: the script was started with plain python instead of its launcher, or init_process_group was never "
+     "called",
+     ("Start it with its launcher (torchrun --nproc_per_node N, accelerate launch, deepspeed), or call "
+      "torch.distributed.init_process_group() first; for one GPU, turn the distributed options off.",)),
+    # the DataLoader's workers share tensors through file descriptors
+    (re.compile(r"Too many open files"),
+     "too many open files",
+     "the process ran out of file descriptors: DataLoader workers pass each shared tensor through one (the default "
+     "'file_descriptor' sharing strategy), or the dataset keeps files open",
+     ("Raise the limit (ulimit -n 65535), or torch.multiprocessing.set_sharing_strategy('file_system'); fewer "
+      "num_workers; close files the dataset opens per item.",)),
     (re.compile(r"DataLoader worker \(pid\(?s?\)? ?[\d, ]*\)? (?:is killed by signal|exited unexpectedly)|"
                 r"unable to write to file </torch_|No space left on device"),
      "a DataLoader worker died (shared memory)",
@@ -413,6 +468,15 @@ _NCCL_RESULT = re.compile(r"nccl[A-Z]\w*(?:Error|Usage)$")
 def _nccl_detail(last: Event, prev: Event) -> bool:
     return (bool(_NCCL_RESULT.match(_exc(last)[0])) and last.source == prev.source and last.line is not None
             and prev.line is not None and 0 < last.line - prev.line <= 2)
+
+
+def _continuation(run: Run, fatal: Event) -> str:
+    """The lines printed right after an exception's line that other events took: the rest of a multi-line message
+    (torch's "Error(s) in loading state_dict for X:" then one "size mismatch for ..." line per tensor)."""
+    if fatal.line is None:
+        return ""
+    return " ".join(e.message for e in run.events if e.source == fatal.source and e.line is not None
+                    and 0 < e.line - fatal.line <= 3 and e.kind != "traceback")
 
 
 def _known_message(text: str) -> tuple[str, str, tuple[str, ...]] | None:
@@ -513,6 +577,29 @@ def _empty_data(fatal: Event, at: str, evidence: list[Evidence], said: str) -> F
                   "extensions the dataset class looks for, the split file names, and any filter that drops rows.",
                   "Run again once len(dataset) is at least one batch."],
         basis="direct", symptom="crash")
+
+
+#: transformers' check after device_map="auto" placed a quantized model (bitsandbytes 4/8-bit): some modules went to
+#: the CPU or the disk, because the GPU had no room for them (or no GPU was used at all)
+GPU_TOO_SMALL = re.compile(r"Some modules are dispatched on the CPU or the disk\. Make sure you have enough GPU RAM to fit "
+                           r"the quantized model")
+
+
+def _gpu_too_small(fatal: Event, at: str, evidence: list[Evidence], said: str) -> Finding:
+    """A quantized model that device_map could not place on the GPU: the GPU memory is too small for it."""
+    return Finding(
+        code=CODE, name=SLUG, root_cause="out_of_memory", severity="error", confidence=0.7,
+        title=f"The model does not fit in the GPU's memory{at}: modules were dispatched to the CPU or the disk",
+        message=(f"Loading stopped: \"{said[:160]}\". device_map placed part of the quantized model off the GPU because "
+                 "it had no room left for it (the model, or other processes already on the card), or because no GPU "
+                 "was visible to torch at all (then everything goes to the CPU)."),
+        first_step=fatal.step, evidence=evidence,
+        remedies=["Check torch.cuda.is_available() and nvidia-smi first: with no GPU visible (a CPU-only torch, "
+                  "CUDA_VISIBLE_DEVICES) every module is dispatched to the CPU.",
+                  "Otherwise the card is too small for this model at this precision: load it in 4-bit instead of "
+                  "8-bit, pick a smaller model or a larger GPU, free the GPU of other processes, or pass "
+                  "max_memory={0: '...'} / a device_map with llm_int8_enable_fp32_cpu_offload=True to offload on purpose."],
+        basis="direct", symptom="oom")
 
 
 #: an OOM raised in a rollout engine's own memory (vLLM's KV cache, its sleep/wake-up allocator) beside the trainer
@@ -654,7 +741,12 @@ def detect(run: Run) -> Iterable[Finding]:
     if empty is not None and not after_nan:
         yield _empty_data(fatal, at, evidence, empty[0])
         return
-    known = _known_message(f"{exc_msg} {fatal.message}" + (f" frame: {_frame_text(frame)}" if frame else ""))
+    small = GPU_TOO_SMALL.search(f"{exc_msg} {fatal.message}")
+    if small is not None and not after_nan:
+        yield _gpu_too_small(fatal, at, evidence, small[0])
+        return
+    known = _known_message(f"{exc_msg} {fatal.message} {_continuation(run, fatal)}"
+                           + (f" frame: {_frame_text(frame)}" if frame else ""))
     remedies = list(known[2]) if known else [f"Fix the {exc_type} named in the traceback (see the frame it was raised in)."]
     if resume:
         remedies.append(resume[0].upper() + resume[1:] + ".")

@@ -323,3 +323,58 @@ def test_mlx_lm_learning_rate_is_read_as_the_learning_rate(tmp_path: Path):
     # a two-word key of another kind with a space stays out (one word is taken, as before)
     b = _run_in(tmp_path, 1, "".join(f"Iter {i}: Train loss {3 - i * 0.1:.3f}, Peak mem {5 + i:.3f} GB\n" for i in range(1, 6)))
     assert "learning_rate" not in set(b.run.scalars["metric"])
+
+
+# -- loading: a GPU too small for the quantized model, weights files that are not weights, shapes of another model ----
+
+# https://github.com/hustvl/Senna/issues/17 (as pasted; the reporter: "I resolved this issue by replacing a 40G RAM GPU")
+SENNA_17 = ("ValueError: Some modules are dispatched on the CPU or the disk. Make sure you have enough GPU RAM to fit the "
+            "quantized model. If you want to dispatch the model on the CPU or the disk while keeping these modules in "
+            "32-bit, you need to set 'load_in_8bit_fp32_cpu_offload=True' and pass a custom 'device_map' to "
+            "'from_pretrained'.\n")
+
+# https://github.com/Rose-STL-Lab/LIMO/issues/3 (as pasted; the answer: vae.pt is a Git LFS file not downloaded fully)
+LIMO_3 = """Traceback (most recent call last):
+  File "/home/pharmapp/DD-2022/LIMO/generate_molecules.py", line 15, in <module>
+    vae.load_state_dict(torch.load('vae.pt'))
+  File "/home/pharmapp/anaconda3/envs/env0/lib/python3.10/site-packages/torch/serialization.py", line 713, in load
+    return _legacy_load(opened_file, map_location, pickle_module, **pickle_load_args)
+  File "/home/pharmapp/anaconda3/envs/env0/lib/python3.10/site-packages/torch/serialization.py", line 920, in _legacy_load
+    magic_number = pickle_module.load(f, **pickle_load_args)
+_pickle.UnpicklingError: invalid load key, 'v'.
+"""
+
+# https://github.com/Jiuzhouh/PiVe/issues/4 (as pasted: the two mismatch lines alone, a T5 vocabulary of 32101 tokens
+# saved, a model of 32128 built)
+PIVE_4 = """RuntimeError: Error(s) in loading state_dict for T5ForConditionalGeneration:
+	size mismatch for shared.weight: copying a param with shape torch.Size([32101, 768]) from checkpoint, the shape in current model is torch.Size([32128, 768]).
+	size mismatch for lm_head.weight: copying a param with shape torch.Size([32101, 768]) from checkpoint, the shape in current model is torch.Size([32128, 768]).
+"""
+
+
+def test_loading_failures_are_explained(tmp_path: Path):
+    a = _run_in(tmp_path, 0, SENNA_17)
+    assert _verdict(a) == ("failed", "out_of_memory")
+    f = next(f for f in a.diagnosis.findings if f.code == "CRASH001")
+    assert f.confidence == 0.7 and "does not fit in the GPU" in f.title
+    assert any("torch.cuda.is_available()" in r for r in f.remedies)  # the other reading: no GPU visible at all
+
+    b = _run_in(tmp_path, 1, LIMO_3)
+    f = next(f for f in b.diagnosis.findings if f.code == "CRASH001")
+    assert "not a complete checkpoint" in f.title and "git lfs pull" in " ".join(f.remedies)
+
+    c = _run_in(tmp_path, 2, PIVE_4)
+    f = next(f for f in c.diagnosis.findings if f.code == "CRASH001")
+    assert "tensor shapes differ" in f.title and "resize_token_embeddings" in " ".join(f.remedies)
+
+
+def test_a_pickle_error_elsewhere_is_not_a_damaged_checkpoint(tmp_path: Path):
+    # "Ran out of input" from a DataLoader worker's pickling (Windows spawn), not from loading weights
+    log = """Traceback (most recent call last):
+  File "<string>", line 1, in <module>
+  File "C:\\Python38\\lib\\multiprocessing\\spawn.py", line 116, in spawn_main
+    exitcode = _main(fd, parent_sentinel)
+EOFError: Ran out of input
+"""
+    f = next(f for f in _run_in(tmp_path, 0, log).diagnosis.findings if f.code == "CRASH001")
+    assert "checkpoint" not in f.title
