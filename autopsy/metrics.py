@@ -83,6 +83,8 @@ def canonical(key: str) -> str:
     low = k.lower()
     if low in ALIASES:
         return ALIASES[low]
+    if " " in low and (spaced := ALIASES.get(" ".join(low.split()).replace(" ", "_"))) is not None:
+        return spaced  # SpeechBrain's FileTrainLogger "valid loss", a loop's "learning rate": the alias's words
     # TensorBoard-style prefixes written by HF's rewrite_logs: train/x -> x, eval/x -> eval_x
     if low.startswith("eval/"):
         rest = low[5:]

@@ -378,3 +378,50 @@ EOFError: Ran out of input
 """
     f = next(f for f in _run_in(tmp_path, 0, log).diagnosis.findings if f.code == "CRASH001")
     assert "checkpoint" not in f.title
+
+
+# -- SpeechBrain's FileTrainLogger --------------------------------------------------------------------------------------
+
+# https://github.com/speechbrain/speechbrain/issues/2584 (as pasted, the first five epochs: speaker ID, healthy training)
+SB_2584 = """Epoch: 1, lr: 1.00e-03 - train loss: 8.84e-01 - valid loss: 1.76e-01, valid error: 5.25e-02
+Epoch: 2, lr: 9.95e-04 - train loss: 2.20e-01 - valid loss: 1.21e-01, valid error: 3.72e-02
+Epoch: 3, lr: 9.91e-04 - train loss: 1.65e-01 - valid loss: 8.99e-02, valid error: 3.00e-02
+Epoch: 4, lr: 9.86e-04 - train loss: 1.30e-01 - valid loss: 8.33e-02, valid error: 3.00e-02
+Epoch: 5, lr: 9.82e-04 - train loss: 1.21e-01 - valid loss: 6.92e-02, valid error: 2.53e-02
+"""
+
+# https://github.com/speechbrain/speechbrain/issues/1170 (as pasted: a SepFormer recipe, whose stage loss is the negated
+# SI-SNR, logged as "si-snr"; negative and falling is learning)
+SB_1170 = """epoch: 1, lr: 1.50e-04 - train si-snr: 2.23 - valid si-snr: -3.86e+00
+epoch: 2, lr: 1.50e-04 - train si-snr: 1.66 - valid si-snr: -3.51e+00
+epoch: 3, lr: 1.50e-04 - train si-snr: -4.05e-01 - valid si-snr: -5.13e+00
+epoch: 4, lr: 1.50e-04 - train si-snr: -6.35e-01 - valid si-snr: -5.74e+00
+epoch: 5, lr: 1.50e-04 - train si-snr: -4.63e-01 - valid si-snr: -5.42e+00
+"""
+
+# https://github.com/speechbrain/speechbrain/pull/2216 (the console, lines behind the logger's name, a bar between)
+SB_2216 = """speechbrain.utils.epoch_loop - Going into epoch 1
+speechbrain.utils.train_logger - epoch: 1, lr: 1.00e+00 - train loss: 9.45e-01 - valid loss: 1.23, valid CER: 35.42, valid WER: 39.14
+speechbrain.utils.checkpoints - Saved an end-of-epoch checkpoint in results/CRDNN_BPE_960h_LM/2602/save/CKPT+2023-10-21+12-02-55+00
+speechbrain.utils.epoch_loop - Going into epoch 2
+speechbrain.nnet.schedulers - Changing lr from 1 to 0.8
+speechbrain.utils.train_logger - epoch: 2, lr: 1.00e+00 - train loss: 7.26e-01 - valid loss: 1.27, valid CER: 1.54e+02, valid WER: 1.54e+02
+"""
+
+
+def test_speechbrain_epoch_lines(tmp_path: Path):
+    a = _run_in(tmp_path, 0, SB_2584)
+    assert _series(a, "loss") == [0.884, 0.22, 0.165, 0.13, 0.121]
+    assert _series(a, "eval_loss") == [0.176, 0.121, 0.0899, 0.0833, 0.0692]  # "valid loss" is the eval loss
+    assert _series(a, "learning_rate")[0] == 1e-03
+    assert _verdict(a) == ("healthy", "healthy")
+
+    b = _run_in(tmp_path, 1, SB_1170)
+    assert _series(b, "loss") == [2.23, 1.66, -0.405, -0.635, -0.463]  # the stage loss, first of the train stats
+    assert _series(b, "eval_loss")[0] == -3.86
+    assert _verdict(b)[0] != "failed"
+
+    c = _run_in(tmp_path, 2, SB_2216)
+    assert _series(c, "loss") == [0.945, 0.726] and _series(c, "eval_loss") == [1.23, 1.27]
+    assert _series(c, "valid WER") == [39.14, 154.0]
+    assert "steps" not in set(c.run.scalars["metric"])

@@ -2112,6 +2112,55 @@ def parse_monai(text: bytes, first_line: int, st: StepState, out: Collector,
         st.monai_epoch = epochs[-1][1]  # type: ignore[attr-defined]
 
 
+#: SpeechBrain's FileTrainLogger (speechbrain/utils/train_logger.py), a line an epoch in train_log.txt and on the console:
+#: the epoch's meta stats, then each split's stats with the split's name before every key: "epoch: 3, lr: 1.50e-04 -
+#: train si-snr: -4.05e-01 - valid si-snr: -5.13e+00", "epoch: 2, lr: 1.00e+00 - train loss: 1.23 - valid loss: 1.11,
+#: valid CER: 4.35" (the first TrainLogger joined every item with " - "; speaker recipes print "Epoch: 6"; the console
+#: line carries the logger's name, "speechbrain.utils.train_logger - epoch: 1, ...")
+_SB_LINE = re.compile(rb"(?m)^(?:[^\n]{0,200}? - )?[ \t]*[Ee]poch: (\d+)(?:,| -) [^\n]{0,2000}? - train [^\n]{0,2000}$")
+_SB_ITEM = re.compile(rb"(?:(train|valid|test) )?([A-Za-z][\w.@/-]{0,40}(?: [A-Za-z][\w.@/-]{0,40})?): (" + NUM
+                      + rb")[ \t\r]*")
+
+
+def parse_speechbrain(text: bytes, first_line: int, st: StepState, out: Collector,
+                      steps: StepMarks, used: Used) -> None:
+    """SpeechBrain epoch lines at the epoch. A recipe hands its stage loss first (``stage_stats = {"loss": ...}``; the
+    separation recipes' ``{"si-snr": ...}``, the negated SI-SNR they minimise), so each split's first key is its loss:
+    the train split's the run's loss, the valid split's the eval loss."""
+    if not has(text, b" - train ") or not has(text, b"poch: "):
+        return
+    lines = Lines(text, first_line)
+    for m in _SB_LINE.finditer(text):
+        step = int(m[1])
+        first: dict[bytes, bytes] = {}
+        pairs: list[tuple[bytes | None, bytes, bytes]] = []
+        for part in m[0].split(b" - "):
+            for item in part.split(b", "):
+                it = _SB_ITEM.fullmatch(item.strip())
+                if it is None:
+                    continue
+                split, key = it[1], it[2]
+                if split is not None:
+                    first.setdefault(split, key)
+                pairs.append((split, key, it[3]))
+        if b"train" not in first:
+            continue
+        line = lines.at(m.start())
+        for split, key, raw in pairs:
+            value = _num(raw)
+            if value is None or split is None and key.lower() in (b"epoch", b"steps", b"step"):
+                continue
+            name = (split + b" " + key if split is not None else key).decode("utf-8", "replace")
+            out.add(step, name, value, line)
+            if split == b"train" and key == first[b"train"]:
+                out.metric_override[name] = "loss"
+            elif split == b"valid" and key == first[b"valid"] and key == first[b"train"]:
+                out.metric_override[name] = "eval_loss"
+            elif split is None and key == b"lr":
+                out.metric_override[name] = "learning_rate"
+        _mark(st, steps, used, m.start(), step, "speechbrain")
+
+
 def parse_fasttext(text: bytes, first_line: int, st: StepState, out: Collector,
                    steps: StepMarks, used: Used) -> None:
     """fastText's progress lines: the progress in per mille as the step, ``avg.loss`` the loss."""
@@ -2348,6 +2397,7 @@ FORMAT_PARSERS = (
     (parse_header_blocks, (b"step", b"batch", b"ba", b"epoch")),
     (parse_gluonts, (b"Evaluationmetric", b"Learningrateis")),
     (parse_monai, (b"trainloss",)),
+    (parse_speechbrain, (b"epoch",)),
     (parse_fasttext, (b"avgloss",)),
     (parse_smp, (b"trainits", b"validits")),
     (parse_tensorpack, (b"monitorpy",)),
