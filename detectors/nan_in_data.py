@@ -267,7 +267,9 @@ NOT_A_TERM = re.compile(r"(?i)^(?:loss|total_loss|eval_.*|val_.*|test_.*)$|lr|le
                         r"ips|epoch|acc|speed|token|sample|throughput|scale|step|iter|fg|bg|"
                         # statistics over a subset of the batch (preference/RL trainers: TRL's logps/rejected,
                         # rewards/chosen): NaN whenever a batch holds none of that subset, whatever the data's values
-                        r"logps|logits|reward|margin|chosen|rejected|perplexity|ppl|(?:^|/)kl$")
+                        r"logps|logits|reward|margin|chosen|rejected|perplexity|ppl|(?:^|/)kl$|"
+                        # a headerless table's columns ("column 2"): nothing says which is a loss term
+                        r"^column \d+$")
 #: quality metrics, no head of the model: SuperPoint's precision is NaN as the mean of no detections (its loss went NaN
 #: at the same log, rpautrat/SuperPoint#296), not a term whose inputs are broken
 QUALITY_METRIC = re.compile(r"(?i)(?:^|[/_.\s])(?:precision|recall|f1|fscore|f_score|m?ap(?:50|75)?|auc|bleu|rouge\w*|wer|"

@@ -425,3 +425,44 @@ def test_speechbrain_epoch_lines(tmp_path: Path):
     assert _series(c, "loss") == [0.945, 0.726] and _series(c, "eval_loss") == [1.23, 1.27]
     assert _series(c, "valid WER") == [39.14, 154.0]
     assert "steps" not in set(c.run.scalars["metric"])
+
+
+# -- numeric tables: a headerless one's columns, one row under a header ----------------------------------------------
+
+# https://github.com/yitu-opensource/T2T-ViT/issues/26 (timm's summary.csv pasted without its header line: epoch,
+# train_loss, eval_loss, top1, top5; apex AMP, the loss NaN from epoch 209)
+T2T_26 = """206,4.359750032424927,4.154387146377563,7.619999943542481,24.040000201416017
+207,4.37085485458374,4.158743778991699,7.820000009155273,24.019999743652345
+208,4.367704391479492,4.161868629837036,7.62000002746582,23.86000018310547
+209,nan,4.160795520019532,7.7200000274658205,24.01999976196289
+210,nan,nan,1.0,5.0
+211,nan,nan,1.0,5.0
+"""
+
+# https://github.com/fastai/fastai/issues/941 (fastai's results table as rendered in the post: a blank line under the
+# header, NaN at epoch 0)
+FASTAI_941 = """epoch train loss valid loss accuracy_thresh f2_opt
+
+0 nan nan 0.997788 0.000000
+
+71.39% [6930/9707 3:56:27<1:34:45 nan]
+"""
+
+
+def test_a_headerless_table_that_goes_nan_is_read_without_naming_a_term(tmp_path: Path):
+    a = _run_in(tmp_path, 0, T2T_26)
+    col2 = _series(a, "column 2")
+    assert col2[:3] == [4.359750032424927, 4.37085485458374, 4.367704391479492] and col2[3] != col2[3]
+    assert _num(a).first_step == 209
+    assert not [f for f in a.diagnosis.findings if f.code == "DATA001"]  # columns are not known loss terms
+    # the same shape, finite throughout: read, and nothing wrong with it
+    fine = "".join(f"{i},{4.4 - i * 0.01:.4f},{4.2 - i * 0.01:.4f},{7 + i * 0.1:.2f}\n" for i in range(1, 9))
+    b = _run_in(tmp_path, 1, fine)
+    assert len(_series(b, "column 3")) == 8 and _verdict(b)[0] != "failed"
+
+
+def test_one_row_under_a_header_naming_a_loss_is_read(tmp_path: Path):
+    a = _run_in(tmp_path, 0, FASTAI_941)
+    assert _num(a).first_step == 0
+    assert _verdict(a)[0] != "healthy"
+    assert _series(a, "accuracy_thresh") == [0.997788]  # the row's other columns under their names

@@ -1185,8 +1185,7 @@ def parse_columns(text: bytes, first_line: int, st: StepState, out: Collector,
     run: list[re.Match[bytes]] = []
 
     def flush() -> None:
-        if len(run) < MIN_HEADED_ROWS:
-            run.clear()
+        if not run:
             return
         start = run[0].start()
         ncols = 2 + len([v for v in _SPLIT.split(run[0][3].strip(b" \t,;|")) if v])
@@ -1205,6 +1204,8 @@ def parse_columns(text: bytes, first_line: int, st: StepState, out: Collector,
                 names = cells
                 starts = None if len(cells) == ncols else [a for a, _ in spans]
             prev_end = -1
+        if prev_end > 0 and text[line_start(text, prev_end):prev_end].strip() == b"" and prev_end > 1:
+            prev_end = line_start(text, prev_end) - 1  # one blank line between header and rows (a rendered paste)
         if prev_end > 0:
             ls = line_start(text, prev_end)
             hm = _COL_HEAD.match(text, ls, prev_end)
@@ -1221,10 +1222,15 @@ def parse_columns(text: bytes, first_line: int, st: StepState, out: Collector,
                     if all(_aligned(text, m, offsets) for m in run):
                         names, starts = cand, offsets
         if names is None:
-            if ncols != 2 or len(run) < MIN_COLUMN_ROWS:
+            if len(run) < MIN_COLUMN_ROWS:
                 run.clear()
                 return
-            names = ["step", "loss"]
+            # a headerless run: two columns are "step loss"; more keep their places ("column 2"...), which NUM001
+            # reads when nothing else names a loss (a value that was finite and went NaN, T2T-ViT's summary.csv)
+            names = ["step", "loss"] if ncols == 2 else ["step"] + [f"column {i}" for i in range(2, ncols + 1)]
+        elif len(run) < MIN_HEADED_ROWS and not any(is_loss_like(n) for n in names[1:]):
+            run.clear()
+            return  # one row under a header needs a loss column (fastai's "epoch train_loss valid_loss ..." at epoch 0)
         lows = [n.lower().lstrip("#") or "#" for n in names]
         if lows[0] not in _STEP_NAMES:
             run.clear()
