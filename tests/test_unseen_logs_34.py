@@ -466,3 +466,24 @@ def test_one_row_under_a_header_naming_a_loss_is_read(tmp_path: Path):
     assert _num(a).first_step == 0
     assert _verdict(a)[0] != "healthy"
     assert _series(a, "accuracy_thresh") == [0.997788]  # the row's other columns under their names
+
+
+# https://github.com/eriklindernoren/PyTorch-YOLOv3/issues/13 (as pasted: the old train.py's line, every coordinate term
+# and the total NaN, conf still finite)
+PYYOLOV3_13 = """[Epoch 0/30, Batch 323/1313] [Losses: x nan, y nan, w nan, h nan, conf 0.755184, cls nan, total nan]
+[Epoch 0/30, Batch 324/1313] [Losses: x nan, y nan, w nan, h nan, conf 0.760500, cls nan, total nan]
+[Epoch 0/30, Batch 325/1313] [Losses: x nan, y nan, w nan, h nan, conf 0.755139, cls nan, total nan]
+"""
+
+
+def test_a_bracketed_group_of_losses_names_its_terms(tmp_path: Path):
+    a = _run_in(tmp_path, 0, PYYOLOV3_13)
+    assert _series(a, "conf_loss") == [0.755184, 0.7605, 0.755139]
+    loss = _series(a, "loss")  # "total", the group's total, is the run's loss
+    assert len(loss) == 3 and all(v != v for v in loss)
+    assert _num(a).first_step == 323
+    # the same repository's later form keeps recall and precision as scores, not loss terms
+    b = _run_in(tmp_path, 1, "".join(
+        f"[Epoch 1/30, Batch {i}/1313] [Losses: x 0.1, y 0.1, w 0.2, h 0.2, conf 1.5, cls 0.9, total {3.0 - i / 100:.2f}, "
+        f"recall: 0.5, precision: 0.4]\n" for i in range(10, 14)))
+    assert "recall_loss" not in set(b.run.scalars["metric"]) and len(_series(b, "loss")) == 4

@@ -1794,6 +1794,11 @@ def parse_icefall(text: bytes, first_line: int, st: StepState, out: Collector,
 _BATCH_CORE = re.compile(rb"[Bb]atch(?:_idx)?\W{0,3}\d")
 #: a run-wide step counter printed before a line's epoch and batch
 _GLOBAL_STEP_BEFORE = re.compile(rb"\b(?:global[ _]step|[Ss]tep|[Ii]ter(?:ation)?)\b\W{0,3}\d")
+#: a bracketed group of loss terms by their own names (eriklindernoren/PyTorch-YOLOv3's "[Epoch 0/30, Batch 323/1313]
+#: [Losses: x nan, y nan, w nan, h nan, conf 0.755184, cls nan, total nan, recall: 0.0, precision: 0.0]")
+_LOSSES_GROUP = re.compile(rb"\[\s*[Ll]osses:\s*")
+#: scores printed inside such a group, which are not loss terms
+_QUALITY_KEY = re.compile(r"(?i)recall|precision|acc|map|f1|iou|lr|time")
 _EPOCH_BATCH = re.compile(rb"(?:\b[Ee]poch\W{0,3}(\d+)(?:\s*/\s*\d+)?\W{1,4})?\b[Bb]atch(?:_idx)?\W{0,3}(\d+)"
                           rb"(?:\s*/\s*\d+)?\]?")
 
@@ -1816,7 +1821,14 @@ def parse_epoch_batch(text: bytes, first_line: int, st: StepState, out: Collecto
             continue  # "Epoch 0/1 | Batch 0/N | Train Loss x | Learning Rate y": the pipe-row reader's (two-word keys)
         if _GLOBAL_STEP_BEFORE.search(text, ls, m.start()) is not None:
             continue  # PaddleNLP "global step 30/1000, epoch: 1, batch: 5, loss: ...": the generic parser's global step
-        pairs = [(k, v) for k, v in generic_pairs(text[m.end():le]) if k.lower() not in ("epoch", "batch")]
+        rest = text[m.end():le]
+        pairs = [(k, v) for k, v in generic_pairs(rest) if k.lower() not in ("epoch", "batch")]
+        group = _LOSSES_GROUP.search(rest)
+        if group is not None:  # "[Losses: x nan, y nan, ..., total nan]": the group's keys are loss terms
+            inside = generic_pairs(rest[group.end():group.end() + (rest.find(b"]", group.end()) - group.end()
+                                                                    if b"]" in rest[group.end():] else 4000)])
+            names = {k for k, _ in inside if not is_loss_like(k) and not _QUALITY_KEY.search(k)}
+            pairs = [(f"{k}_loss" if k in names else k, v) for k, v in pairs]
         if not any(is_loss_like(k) for k, _ in pairs):
             continue
         step = epoch_step(st, "epoch_batch", int(m[1]), int(m[2])) if m[1] is not None else int(m[2])
