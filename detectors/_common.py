@@ -563,7 +563,13 @@ def _went_nonfinite(run: Run, metric: str) -> bool:
     if _NOT_LOSS_ALONE.search(metric):
         return False
     pts = points(run, metric)
+    if len(pts) >= 2 and not pts.finite.any() and UNNAMED_COLUMN.match(metric):
+        return True  # a headerless table's column NaN at every row: whatever it holds, the paste may start mid-run
     return len(pts) >= 2 and bool(pts.finite[0]) and not bool(pts.finite.all())
+
+
+#: a headerless table's column as the text reader names it (``autopsy.ingest.text_formats.parse_columns``)
+UNNAMED_COLUMN = re.compile(r"column \d+$")
 
 
 #: share of non-finite grad_norm logs above which skipped steps are the run, not a blip

@@ -487,3 +487,20 @@ def test_a_bracketed_group_of_losses_names_its_terms(tmp_path: Path):
         f"[Epoch 1/30, Batch {i}/1313] [Losses: x 0.1, y 0.1, w 0.2, h 0.2, conf 1.5, cls 0.9, total {3.0 - i / 100:.2f}, "
         f"recall: 0.5, precision: 0.4]\n" for i in range(10, 14)))
     assert "recall_loss" not in set(b.run.scalars["metric"]) and len(_series(b, "loss")) == 4
+
+
+# https://github.com/brucefan1983/GPUMD/pull/1098 (NEP's loss.out as pasted, trailing blanks dropped: the second column,
+# the total loss, NaN at every row while the RMSE columns beside it are finite)
+GPUMD_1098 = """500     nan        0.01976    0.02418    0.00430      0.10101      0.00000      0.00000      0.00000      0.00000
+600     nan        0.02036    0.02497    0.00337      0.10742      0.00000      0.00000      0.00000      0.00000
+700     nan        0.02061    0.02536    0.00290      0.12042      0.00000      0.00000      0.00000      0.00000
+"""
+
+
+def test_a_headerless_column_nan_at_every_row_is_never_healthy(tmp_path: Path):
+    a = _run_in(tmp_path, 0, GPUMD_1098)
+    assert _verdict(a)[0] != "healthy"
+    assert _num(a).first_step == 500
+    # NaN in every column
+    b = _run_in(tmp_path, 1, "".join(f"{i}00 nan nan nan\n" for i in range(1, 5)))
+    assert _verdict(b)[0] != "healthy" and _num(b).first_step == 100
