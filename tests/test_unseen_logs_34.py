@@ -504,3 +504,13 @@ def test_a_headerless_column_nan_at_every_row_is_never_healthy(tmp_path: Path):
     # NaN in every column
     b = _run_in(tmp_path, 1, "".join(f"{i}00 nan nan nan\n" for i in range(1, 5)))
     assert _verdict(b)[0] != "healthy" and _num(b).first_step == 100
+
+
+def test_a_counter_led_line_giving_a_nonfinite_loss_in_words_is_read(tmp_path: Path):
+    # https://github.com/deepspeedai/DeepSpeedExamples/issues/423 (DeepSpeed-Chat step 2's epoch line, as pasted)
+    a = _run_in(tmp_path, 0, "Epoch 1/1 with loss inf\n")
+    assert _series(a, "loss") == [float("inf")] and _num(a).first_step == 1
+    # a finite value alone in words stays prose (one line proves no format), as before
+    assert _run_in(tmp_path, 1, "Epoch 1/1 with loss 0.69\n").run.scalars.empty
+    # and a held-out word keeps a best-so-far or an evaluation line out
+    assert _run_in(tmp_path, 2, "Epoch 1/1 with best validation loss inf\n").run.scalars.empty
