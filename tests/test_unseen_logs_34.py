@@ -514,3 +514,8 @@ def test_a_counter_led_line_giving_a_nonfinite_loss_in_words_is_read(tmp_path: P
     assert _run_in(tmp_path, 1, "Epoch 1/1 with loss 0.69\n").run.scalars.empty
     # and a held-out word keeps a best-so-far or an evaluation line out
     assert _run_in(tmp_path, 2, "Epoch 1/1 with best validation loss inf\n").run.scalars.empty
+
+
+def test_a_guard_skipping_a_nan_batch_is_not_a_nan_onset_in_words():
+    got = classify("WARNING: Loss is NaN, skipping this batch")
+    assert got is None or got[0] != "nan_stop"

@@ -212,11 +212,12 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
      lambda m: {"value": (m[1] or m[2]).lower()}),
     # a loop's own check saying so in plain words and going on (or breaking out of its loop): NeMo 0.x "WARNING: Loss
     # is NaN", hand-written loops' print("loss is nan") / "Loss became NaN"; not a condition spelled out ("if the loss
-    # is NaN, lower the LR"), which is advice, nor the source line of a traceback (``raise X("loss is nan")``)
+    # is NaN, lower the LR"), which is advice, nor the source line of a traceback (``raise X("loss is nan")``), nor a
+    # guard that skips the batch and trains on ("Loss is NaN, skipping this batch")
     ("nan_stop", re.compile(r"^(?![^\n]*(?:\b(?:[Ii]f|[Ww]hether|[Ww]hen|[Cc]heck|[Aa]void|[Pp]revent|raise|assert)\b|"
                             r"\b(?:print|warn|warning|info|error|log)\()[^\n]*[Ll]oss\s+(?:is|was|bec))"
                             r"[^\n]*?\b[Ll]oss\s+(?:is|was|became|has become|went|turned)\s+(?:a\s+)?"
-                            r"(nan|NaN|NAN|inf|Inf|INF|infinite|Infinity|-inf)(?![\w-])"),
+                            r"(nan|NaN|NAN|inf|Inf|INF|infinite|Infinity|-inf)(?![\w-])(?![^\n]{0,80}(?i:skip|ignor))"),
      lambda m: {"value": m[1].lower(), "warned": True}),
     # NumPy warning that a reduction had nothing to reduce or divided 0 by 0 (numpy/_core/_methods.py "Mean of empty
     # slice."; the ufunc's "invalid value encountered in divide", "... in scalar divide" (NumPy 2), "... in
