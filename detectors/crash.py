@@ -178,6 +178,43 @@ def _input_exhausted(run: Run) -> Finding | None:
         basis="direct", symptom="stopped_early")
 
 
+def _nothing_planned(run: Run) -> Finding | None:
+    """A start-up banner that planned no training: no example, no batch, no epoch or no optimization step. The run then
+    "finishes" at once and saves the model it loaded; with no example or batch the data is the cause."""
+    evs = run.events_of("zero_plan")
+    if not evs or any(loss_like(m) for m in run.metrics()):
+        return None  # losses were logged: something trained (a banner of another phase, a resumed run)
+    data = [e for e in evs if e.data.get("what") in ("examples", "batches")]
+    ev = (data or evs)[0]
+    said = str(ev.data.get("said") or ev.message.strip())[:160]
+    evidence = [event_evidence(e, f"start-up banner: \"{str(e.data.get('said') or e.message.strip())[:160]}\"")
+                for e in (data + [e for e in evs if e not in data])[:3]]
+    if data:
+        return Finding(
+            code=CODE, name=SLUG, root_cause="data_exhausted", severity="error", confidence=0.8,
+            title=f"No training happened: the data held no {'example' if ev.data.get('what') == 'examples' else 'batch'}",
+            message=(f"The start-up banner says \"{said}\": the training set the trainer received is empty (its path, "
+                     "file layout or filters left nothing), or smaller than one batch with the last one dropped, so no "
+                     "optimization step ran and whatever was saved is the model as loaded."),
+            first_step=None, evidence=evidence,
+            remedies=["Print len(dataset) after loading and after every filter/tokenization step; check the data path "
+                      "and the format the loader expects.",
+                      "With few examples, lower the batch size (and gradient accumulation) below the number of examples."],
+            basis="direct", symptom="stopped_early")
+    return Finding(
+        code=CODE, name=SLUG, root_cause=None, severity="error", confidence=0.7,
+        title="No training happened: the run planned zero optimization steps",
+        message=(f"The start-up banner says \"{said}\": with no epoch or step planned the loop ends at once and the "
+                 "saved model (or adapter) is the one loaded, untouched. The epochs or steps the trainer received are "
+                 "not the ones intended."),
+        first_step=None, evidence=evidence,
+        remedies=["Check num_train_epochs / max_steps / max_train_steps as the trainer received them (printed args, "
+                  "the saved config): a value of 0, or one computed from a dataset length, repeats or a GUI's setting "
+                  "that came out as 0.",
+                  "Set max_steps (or epochs) explicitly and rerun; a save right after start-up is no trained model."],
+        basis="direct", symptom="stopped_early")
+
+
 #: exceptions whose message alone names the mistake: (pattern, short label, what it means, remedies). The verdict stays ``crash``
 #: (the run died of it) but the finding says what the message means instead of "fix the exception"
 KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = (
@@ -675,6 +712,10 @@ def detect(run: Run) -> Iterable[Finding]:
     short = _input_exhausted(run)
     if short is not None:
         yield short
+    nothing = _nothing_planned(run)
+    if nothing is not None:
+        yield nothing
+        return  # what follows a plan of no step (a save of the untouched model, a division by zero) is its consequence
     ooms = run.events_of("oom") + [e for e in run.events_of("traceback", "error") if OOM.search(f"{e.message} {e.data.get('exc_message', '')}")]
     killed = run.events_of("killed")
     if killed and not ooms:

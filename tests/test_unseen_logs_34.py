@@ -519,3 +519,46 @@ def test_a_counter_led_line_giving_a_nonfinite_loss_in_words_is_read(tmp_path: P
 def test_a_guard_skipping_a_nan_batch_is_not_a_nan_onset_in_words():
     got = classify("WARNING: Loss is NaN, skipping this batch")
     assert got is None or got[0] != "nan_stop"
+
+
+# -- a start-up banner that plans no training ---------------------------------------------------------------------------
+
+# https://github.com/bmaltais/kohya_ss/issues/2305 (sd-scripts' banner as pasted: the GUI's 12 epochs arrived as 0)
+KOHYA_2305 = """override steps. steps for 0 epochs is / 指定エポックまでのステップ数: 0
+running training / 学習開始
+num train images * repeats / 学習画像の数×繰り返し回数: 390
+num reg images / 正則化画像の数: 0
+num batches per epoch / 1epochのバッチ数: 195
+num epochs / epoch数: 0
+batch size per device / バッチサイズ: 2
+gradient accumulation steps / 勾配を合計するステップ数 = 1
+total optimization steps / 学習ステップ数: 0
+steps: 0it [00:00, ?it/s]
+"""
+
+#: the HF Trainer's banner, worded as transformers' Trainer._inner_training_loop logs it, over an empty training set
+HF_EMPTY_BANNER = """***** Running training *****
+  Num examples = 0
+  Num Epochs = 3
+  Instantaneous batch size per device = 8
+  Total train batch size (w. parallel, distributed & accumulation) = 8
+  Gradient Accumulation steps = 1
+  Total optimization steps = 3
+"""
+
+
+def test_a_banner_planning_no_training_is_named(tmp_path: Path):
+    a = _run_in(tmp_path, 0, KOHYA_2305)
+    f = next(f for f in a.diagnosis.findings if f.code == "CRASH001")
+    assert "planned zero optimization steps" in f.title and f.evidence[0].where == "line 6"
+    assert _verdict(a)[0] != "healthy"
+    b = _run_in(tmp_path, 1, HF_EMPTY_BANNER)
+    assert _verdict(b) == ("failed", "data_exhausted")
+    # a banner planning steps, then losses: nothing to say about the plan
+    c = _run_in(tmp_path, 2, HF_EMPTY_BANNER.replace("Num examples = 0", "Num examples = 24")
+                + "".join(f"{{'loss': {2.0 - i / 10:.4f}, 'learning_rate': 5e-05, 'epoch': {i / 3:.2f}}}\n" for i in range(1, 4)))
+    assert not [f for f in c.diagnosis.findings if f.code == "CRASH001"]
+    # losses logged beside a zero in the banner (another phase's banner): trained after all
+    d = _run_in(tmp_path, 3, HF_EMPTY_BANNER + "".join(
+        f"{{'loss': {2.0 - i / 10:.4f}, 'learning_rate': 5e-05, 'epoch': {i / 3:.2f}}}\n" for i in range(1, 4)))
+    assert not [f for f in d.diagnosis.findings if f.code == "CRASH001" and "No training" in f.title]

@@ -31,7 +31,7 @@ EVENT_KINDS = (
     "nan_stop", "oom", "bf16_unsupported", "prompt_fills_max_length", "index_out_of_range",
     "cudnn_sdpa_warning", "ddp_unused_params", "unscale_fp16", "gemma_eager_warning", "loss_watchdog",
     "empty_tensor_load", "nan_input", "labels_masked", "no_trainable_params", "native_abort", "input_exhausted",
-    "collective_timeout", "empty_reduction", "loss_rejected", "ctc_no_alignment", "ctc_lengths", "vae_nan", "missing_keys", "grad_skip",
+    "collective_timeout", "empty_reduction", "zero_plan", "loss_rejected", "ctc_no_alignment", "ctc_lengths", "vae_nan", "missing_keys", "grad_skip",
     "no_labels_found", "loss_diverged", "resumed", "loss_shape_mismatch", "checkpoint_not_found", "darknet_region", "step_skipped",
     "nonfinite_logged", "killed", "warning", "error",
 )
@@ -225,6 +225,13 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("empty_reduction", re.compile(r"RuntimeWarning: (?:(Mean of empty slice)|invalid value encountered in "
                                    r"(?:scalar divide|divide|true_divide|double_scalars|scalar true_divide))"),
      lambda m: {"what": "empty" if m[1] else "0/0"}),
+    # a training plan of nothing, printed in the start-up banner: the HF Trainer's and the accelerate/diffusers example
+    # scripts' "  Num examples = 0" / "  Total optimization steps = 0", kohya sd-scripts' "num batches per epoch /
+    # 1epochのバッチ数: 0", "num epochs / epoch数: 0", "total optimization steps / 学習ステップ数: 0"
+    ("zero_plan", re.compile(r"\b(Num examples|[Nn]um batches per epoch|[Nn]um [Ee]pochs|[Tt]otal optimization steps)"
+                             r"(?: / [^\n:=]{1,30})?\s*[:=]\s*0(?![\d.,])"),
+     lambda m: {"what": {"num examples": "examples", "num batches per epoch": "batches",
+                         "num epochs": "epochs"}.get(m[1].lower(), "steps"), "said": m[0]}),
     ("loss_watchdog", re.compile(r"Loss is too high, stopping training"), lambda m: {}),
     # ESPnet1's E2E models (espnet/nets/pytorch_backend/e2e_*.py): a batch loss that is NaN or >= CTC_LOSS_THRESHOLD
     # (1e4) is left out of the reporter (so out of the log) with only this warning; its backward still runs
@@ -414,7 +421,8 @@ TRIGGERS = (
     "Found NaN", "No valid path", "StopIteration", "No labels found", "Couldn't open file",
     "Not enough time for target", "Out of memory error", "Model diverged with", "PARAMETER loss_scale", "OutOfMemory", "_len", "NaN detected in", "NaN found in", "There were missing keys",
     "epoch_iterator", "Continuing training from", "Using a target size", "checkpoint found", "Region ", "optimizer step", "optimiser step", "Found inf or nan", "NaN or Inf found", "Expected parameter", "NaN loss", "nan loss", "Inf loss", "inf loss",
-    "probability tensor contains", "out of bounds", "Expected input batch", "Target size", "Killed", "killed", "SIGKILL", "code 137", "code: 137",
+    "probability tensor contains", "Num examples", "um batches per epoch", "um epochs", "um Epochs",
+    "otal optimization steps", "out of bounds", "Expected input batch", "Target size", "Killed", "killed", "SIGKILL", "code 137", "code: 137",
     "code (137)", "return code = -9",
     "Loss was", "Loss went", "Loss turned", "Loss has become", "loss is nan", "loss is NaN", "loss is inf", "loss is Inf",
     "loss became", "loss was nan", "loss was NaN", "loss was inf", "loss went", "loss turned", "loss has become",
