@@ -562,3 +562,24 @@ def test_a_banner_planning_no_training_is_named(tmp_path: Path):
     d = _run_in(tmp_path, 3, HF_EMPTY_BANNER + "".join(
         f"{{'loss': {2.0 - i / 10:.4f}, 'learning_rate': 5e-05, 'epoch': {i / 3:.2f}}}\n" for i in range(1, 4)))
     assert not [f for f in d.diagnosis.findings if f.code == "CRASH001" and "No training" in f.title]
+
+
+def test_columns_under_a_header_that_does_not_fit_are_not_guessed(tmp_path: Path):
+    # https://github.com/espnet/espnet/issues/4092 (ESPnet1's PrintReport as pasted: nine header words over rows whose
+    # validation cells are blank, the spacing partly lost): not read as a headerless table with the epoch as its step
+    log = """epoch       iteration   main/loss   validation/main/loss  main/loss_trans  validation/main/loss_trans  elapsed_time  validation/main/cer  validation/main/wer
+0           100         0.0183482                         0.0183482                                    123.279
+0           200         -0.00548435                        -0.00548435                                  236.267
+0           300         -0.0430187                        -0.0430187                                   348.067
+0           400         -0.0175609                        -0.0175609                                   461.525
+0           500         -0.000233693                        -0.000233693                                 573.349
+0           600         -0.000440226                        -0.000440226                                 688.064
+0           700         -0.0196359                        -0.0196359                                   801.601
+0           800         0.00623489                        0.00623489                                   915.241
+0           900         0.0471449                         0.0471449                                    1030.21
+"""
+    a = _run_in(tmp_path, 0, log)
+    assert not any(m.startswith("column ") for m in set(a.run.scalars["metric"]))
+    # without a header, a first column that repeats (an epoch over its rows) is no step either
+    b = _run_in(tmp_path, 1, "".join(f"0 {i}00 {2 - i / 10:.3f} {i * 1.5:.1f}\n" for i in range(1, 5)))
+    assert not any(m.startswith("column ") for m in set(b.run.scalars["metric"]))

@@ -1174,6 +1174,12 @@ def _aligned(text: bytes, m: re.Match[bytes], offsets: list[int]) -> bool:
     return all(any(abs(t.start() - ls - c) <= 1 for c in offsets) for t in _TOKEN.finditer(text, ls, m.end()))
 
 
+def _rising_first(run: list[re.Match[bytes]]) -> bool:
+    """The first column of a headerless run counts up, row by row: a step, not an epoch repeated over its rows."""
+    firsts = [int(m[1]) for m in run]
+    return all(b > a for a, b in zip(firsts, firsts[1:]))
+
+
 def parse_columns(text: bytes, first_line: int, st: StepState, out: Collector,
                   steps: StepMarks, used: Used) -> None:
     """Runs of ``step value [value...]`` rows (a pasted ``step loss`` listing, a code fence).
@@ -1206,6 +1212,7 @@ def parse_columns(text: bytes, first_line: int, st: StepState, out: Collector,
             prev_end = -1
         if prev_end > 0 and text[line_start(text, prev_end):prev_end].strip() == b"" and prev_end > 1:
             prev_end = line_start(text, prev_end) - 1  # one blank line between header and rows (a rendered paste)
+        hm = None
         if prev_end > 0:
             ls = line_start(text, prev_end)
             hm = _COL_HEAD.match(text, ls, prev_end)
@@ -1222,9 +1229,9 @@ def parse_columns(text: bytes, first_line: int, st: StepState, out: Collector,
                     if all(_aligned(text, m, offsets) for m in run):
                         names, starts = cand, offsets
         if names is None:
-            if len(run) < MIN_COLUMN_ROWS:
+            if len(run) < MIN_COLUMN_ROWS or (ncols > 2 and (hm is not None or not _rising_first(run))):
                 run.clear()
-                return
+                return  # more columns under a header whose words do not map to them: not guessed
             # a headerless run: two columns are "step loss"; more keep their places ("column 2"...), which NUM001
             # reads when nothing else names a loss (a value that was finite and went NaN, T2T-ViT's summary.csv)
             names = ["step", "loss"] if ncols == 2 else ["step"] + [f"column {i}" for i in range(2, ncols + 1)]
