@@ -194,8 +194,12 @@ def points(run: Run, metric: str) -> Series:
 #: the NLL/cross-entropy range check refusing a class label (aten LossNLL.cpp's "Target 5 is out of bounds.", its CUDA
 #: kernels' and TH's ClassNLLCriterion's "Assertion `t >= 0 && t < n_classes` failed"): VOCAB001 names it, CRASH001
 #: leaves the exception to it
-CLASS_LABEL_RE = re.compile(r"\bTarget (-?\d+) (?:is )?out of bounds|Assertion \W{0,2}(?:cur_target|t) >= 0 && "
+CLASS_LABEL_RE = re.compile(r"\b(?:Target|Received a label value of) (-?\d+) (?:(?:is )?out of bounds|which is outside "
+                            r"the valid range)|Assertion \W{0,2}(?:cur_target|t) >= 0 && "
                             r"(?:cur_target|t) < n_classes\W{0,2} failed")
+#: TensorFlow's gather refusing an index (an embedding lookup's GatherV2/ResourceGather): "indices[5,3] = 30522 is not in
+#: [0, 30522)"
+TF_GATHER_RE = re.compile(r"\bindices\[[\d,]+\] = -?\d+ is not in \[0, \d+\)")
 HELD_OUT = re.compile(r"(?i)(?:^|[/_.\s-])(?:eval|val|valid|validation|test|dev)(?:$|[/_.\s-])")
 
 
@@ -527,6 +531,9 @@ def nonfinite_onset(run: Run) -> Onset | None:
                 "torch.multinomial refused to sample: the probabilities held NaN or Inf (a softmax gives no negative), "
                 "so the model's logits were non-finite in generation"
                 if ev.data.get("what") == "sampling" else
+                f"JAX's debug_nans check: the jitted {ev.data.get('tensor')} produced a NaN/Inf (the first computation "
+                "that did; the step's loss or gradients are non-finite from here)"
+                if ev.data.get("what") == "jax_debug" else
                 "the training loop reported a non-finite loss" if ev.data.get("warned") else
                 "the training loop stopped on a non-finite loss")
         candidates.append(Onset(ev.step if ev.step is not None else step_near(run, ev), "loss",

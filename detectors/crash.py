@@ -39,6 +39,7 @@ from typing import Any
 from autopsy.model import Event, Evidence, Finding, Run
 from detectors._common import (
     CLASS_LABEL_RE,
+    TF_GATHER_RE,
     checkpoint_state,
     event_evidence,
     evidence_line,
@@ -64,7 +65,8 @@ AFTER_NAN_CONFIDENCE = 0.4
 EXPLAINED = re.compile(
     r"doesn't support bf16|does not support bf16|requires_grad|does not require grad|has no gradients|"
     r"loss scale already at minimum|index out of range in self|srcIndex < srcSelectDimSize|"
-    r"prepare_inputs_for_generation|tokenization mismatch|No labels found in|" + CLASS_LABEL_RE.pattern,
+    r"prepare_inputs_for_generation|tokenization mismatch|No labels found in|" + CLASS_LABEL_RE.pattern + "|"
+    + TF_GATHER_RE.pattern,
     re.IGNORECASE)
 #: event kinds whose own line is the exception's: a trainer's finiteness check raising (the non-finite value is the
 #: failure, not the raise), GradScaler finding no gradients, a library refusing bf16 - named where they are read

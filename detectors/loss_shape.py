@@ -113,8 +113,60 @@ def _refused(ev: Event, target: list[int], pred: list[int]) -> Finding:
                   "load masks as one channel of class indices (convert('L'), nearest-neighbour resize)."])
 
 
+def _label_form(ev: Event) -> Finding | None:
+    """A classification loss given its labels in another form than it takes (integers for one-hot, one-hot for
+    integers, a sequence's class dimension in the wrong place): the run died at its first loss."""
+    d = ev.data
+    form = d.get("form")
+    if form == "keras":
+        a, b = int(d["a"]), int(d["b"])
+        if 1 not in (a, b) or a == b:
+            return None  # two widths, neither 1: not the label-form mistake (the message has other sources)
+        k = max(a, b)
+        what = (f"integer class labels (one column) met a {k}-way output: categorical_crossentropy takes one-hot labels, "
+                "sparse_categorical_crossentropy takes integers (or a 1-unit head met one-hot labels)")
+        remedies = ["With integer labels use loss='sparse_categorical_crossentropy' (and the sparse accuracy metric); "
+                    "with categorical_crossentropy, one-hot the labels (keras.utils.to_categorical(y, num_classes)).",
+                    "Check that the last Dense layer has one unit per class."]
+        said = f"Keras: shapes (None, {a}) and (None, {b}) incompatible"
+    elif form == "tf_logits":
+        a, b = int(d["a"]), int(d["b"])
+        what = (f"the logits have {a} classes and the one-hot labels {b}: the head and the label encoding disagree on the "
+                "number of classes")
+        remedies = ["Build the output layer with the labels' number of classes (or one-hot the labels with "
+                    "depth=num_classes of the head); check the class list the dataset was encoded with."]
+        said = f"TensorFlow: logits [.., {a}] against labels [.., {b}]"
+    elif form == "torch_seq":
+        what = (f"cross_entropy read the second dimension of the prediction as the classes and expected a target of "
+                f"{_size(list(d['expected']))}, got {_size(list(d['got']))}: sequence logits passed as [N, L, C] (the "
+                "loss wants [N, C, L]), or the wrong dimension holds the classes")
+        remedies = ["For sequence outputs pass logits.permute(0, 2, 1) (classes second), or flatten both: "
+                    "loss(logits.view(-1, C), labels.view(-1)).",
+                    "Print the prediction's and the target's shapes right before the loss."]
+        said = f"PyTorch: expected target {_size(list(d['expected']))}, got {_size(list(d['got']))}"
+    elif form == "torch_multi":
+        what = ("cross_entropy/nll_loss takes class indices of shape [N], and got a 2-D target: one-hot labels [N, C] or "
+                "a column [N, 1]")
+        remedies = ["Pass class indices: labels.argmax(dim=1) for one-hot labels, labels.squeeze(1) for an [N, 1] "
+                    "column (as int64); or keep one-hot/probability targets as float with a loss that takes them."]
+        said = "PyTorch: 0D or 1D target tensor expected"
+    else:
+        return None
+    return Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.75,
+        title="The loss got its labels in another form than it takes",
+        message=f"The run died at the loss: {what}.",
+        first_step=ev.step, evidence=[event_evidence(ev, said)], basis="direct", symptom="crash", remedies=remedies)
+
+
 def detect(run: Run) -> Iterable[Finding]:
     for ev in run.events_of("loss_shape_mismatch"):
+        if "form" in ev.data:
+            found = _label_form(ev)
+            if found is not None:
+                yield found
+                return
+            continue
         if "batch_input" in ev.data:
             yield _rows(ev)
             return

@@ -32,7 +32,7 @@ import re
 from collections.abc import Iterable
 
 from autopsy.model import Evidence, Finding, Run
-from detectors._common import CLASS_LABEL_RE
+from detectors._common import CLASS_LABEL_RE, TF_GATHER_RE
 from detectors._facts import event_evidence, fact_evidence, fact_number, matching_events
 
 CODE = "VOCAB001"
@@ -44,7 +44,8 @@ NEEDS_ANY = True
 #: transformers' CTC heads (Wav2Vec2/HuBERT/WavLM/Data2VecAudio/SEW/UniSpeech/Wav2Vec2-BERT ...ForCTC.forward) check the
 #: labels first: ``raise ValueError(f"Label values must be <= vocab_size: {self.config.vocab_size}")``
 CTC_LABELS_RE = re.compile(r"Label values must be <= vocab_size: (\d+)")
-INDEX_RE = re.compile(r"index out of range in self|srcIndex < srcSelectDimSize|" + CTC_LABELS_RE.pattern + "|"
+INDEX_RE = re.compile(r"index out of range in self|srcIndex < srcSelectDimSize|" + TF_GATHER_RE.pattern + "|"
+                      + CTC_LABELS_RE.pattern + "|"
                       + CLASS_LABEL_RE.pattern, re.IGNORECASE)
 EMBEDDING_RE = re.compile(r"embedding|embed_tokens|wte\b|word_embeddings|srcIndex < srcSelectDimSize", re.IGNORECASE)
 POSITION_RE = re.compile(r"position|wpe\b|max_position_embeddings", re.IGNORECASE)

@@ -583,3 +583,54 @@ def test_columns_under_a_header_that_does_not_fit_are_not_guessed(tmp_path: Path
     # without a header, a first column that repeats (an epoch over its rows) is no step either
     b = _run_in(tmp_path, 1, "".join(f"0 {i}00 {2 - i / 10:.3f} {i * 1.5:.1f}\n" for i in range(1, 5)))
     assert not any(m.startswith("column ") for m in set(b.run.scalars["metric"]))
+
+
+# -- labels in another form than the loss takes (Keras, TensorFlow, PyTorch), TF's range checks, JAX's debug_nans -----
+
+LABEL_FORMS = [
+    # https://github.com/nachi-hebbar/Transfer-Learning-ResNet-Keras/issues/1 (title): integer labels, categorical loss
+    ("ValueError: Shapes (None, 1) and (None, 5) are incompatible\n", "sparse_categorical_crossentropy"),
+    # https://github.com/sgrvinod/a-PyTorch-Tutorial-to-Image-Captioning/issues/195 (scores [32, 16, 9490] against
+    # targets [32, 51], as pasted, frames trimmed)
+    ("""  File "D:\\anaconda3\\envs\\pytorch\\lib\\site-packages\\torch\\nn\\functional.py", line 3014, in cross_entropy
+    return torch._C._nn.cross_entropy_loss(input, target, weight, _Reduction.get_enum(reduction), ignore_index, label_smoothing)
+RuntimeError: Expected target size [32, 9490], got [32, 51]
+""", "permute(0, 2, 1)"),
+    # https://github.com/zergtant/pytorch-handbook/issues/37 ([N, 1] labels into CrossEntropyLoss, torch < 1.0 wording)
+    ("RuntimeError: multi-target not supported at /pytorch/aten/src/THNN/generic/ClassNLLCriterion.c:21\n", "squeeze(1)"),
+]
+
+
+def test_labels_in_another_form_than_the_loss_takes(tmp_path: Path):
+    for i, (log, remedy) in enumerate(LABEL_FORMS):
+        a = _run_in(tmp_path, i, log)
+        assert _verdict(a) == ("failed", "loss_shape_mismatch"), i
+        f = next(f for f in a.diagnosis.findings if f.code == "SHP001")
+        assert remedy in " ".join(f.remedies), (i, f.remedies)
+    # two widths of which neither is 1: not this mistake (a Dense layer fed another width, say)
+    b = _run_in(tmp_path, 9, "ValueError: Shapes (None, 30) and (None, 9) are incompatible\n")
+    assert _verdict(b)[1] != "loss_shape_mismatch"
+
+
+def test_tensorflow_range_checks_name_the_label_or_the_token(tmp_path: Path):
+    # https://github.com/vrenkens/nabu/issues/9 (as pasted; the answer: the output dimension set to 40 for more symbols)
+    a = _run_in(tmp_path, 0, "InvalidArgumentError (see above for traceback): Received a label value of 48 which is "
+                             "outside the valid range of [0, 40).  Label values: 1 23 24 47 11 39 5 1 1 39 19 31 47\n")
+    assert _verdict(a) == ("failed", "vocab_mismatch")
+    assert "label 48" in next(f for f in a.diagnosis.findings if f.code == "VOCAB001").title
+    # TensorFlow's gather, the embedding lookup's form of the same check
+    b = _run_in(tmp_path, 1, "tensorflow.python.framework.errors_impl.InvalidArgumentError:  indices[5,3] = 30522 is "
+                             "not in [0, 30522)\n\t [[node model/embedding/embedding_lookup]]\n")
+    assert _verdict(b)[1] == "vocab_mismatch"
+
+
+def test_jax_debug_nans_is_a_nonfinite_onset(tmp_path: Path):
+    # https://github.com/jax-ml/jax/issues/22291 (title, as written there)
+    a = _run_in(tmp_path, 0, "Exception has occurred: FloatingPointError invalid value (nan) encountered in "
+                             "jit(convert_element_type). Because jax_config.debug_nans.value and/or config.jax_debug_infs "
+                             "is set, the de-optimized function\n")
+    assert _verdict(a)[0] != "healthy"
+    assert "debug_nans check: the jitted convert_element_type" in _num(a).evidence[0].detail
+    # NumPy raising under np.seterr(all='raise') says no "(nan)": not JAX's check
+    got = classify("FloatingPointError: invalid value encountered in divide")
+    assert got is None or got[1].get("what") != "jax_debug"

@@ -232,6 +232,11 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
                              r"(?: / [^\n:=]{1,30})?\s*[:=]\s*0(?![\d.,])"),
      lambda m: {"what": {"num examples": "examples", "num batches per epoch": "batches",
                          "num epochs": "epochs"}.get(m[1].lower(), "steps"), "said": m[0]}),
+    # JAX with jax_debug_nans (or debug_infs) on: the first jitted computation that produced a NaN raises ("FloatingPointError:
+    # invalid value (nan) encountered in jit(train_step)"; "divide by zero (inf)" for debug_infs); NumPy's own words
+    # have no "(nan)"
+    ("nan_stop", re.compile(r"\b(?:invalid value \(nan\)|divide by zero \(inf\)) encountered in (?:jit\()?([\w.<>-]+)"),
+     lambda m: {"tensor": m[1], "what": "jax_debug"}),
     ("loss_watchdog", re.compile(r"Loss is too high, stopping training"), lambda m: {}),
     # ESPnet1's E2E models (espnet/nets/pytorch_backend/e2e_*.py): a batch loss that is NaN or >= CTC_LOSS_THRESHOLD
     # (1e4) is left out of the reporter (so out of the log) with only this warning; its backward still runs
@@ -279,6 +284,20 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
      lambda m: {"target": _shape(m[1]), "input": _shape(m[2]), "raised": True}),
     # nll_loss/cross_entropy's row check (torch.nn.functional, aten LossNLL): "ValueError: Expected input batch_size (60)
     # to match target batch_size (10)." - the prediction has another number of rows than the target
+    # the labels in another form than the loss takes: Keras' categorical cross-entropy given integer labels ("ValueError:
+    # Shapes (None, 1) and (None, 10) are incompatible"), TF's softmax_cross_entropy_with_logits ("logits and labels must
+    # be broadcastable: logits_size=[32,10] labels_size=[32,5]"), torch's cross_entropy given [N, L, C] logits ("Expected
+    # target size [16, 10], got [16, 128]") or [N, C] / [N, 1] targets ("0D or 1D target tensor expected, multi-target
+    # not supported")
+    ("loss_shape_mismatch", re.compile(r"Shapes \((?:None|\d+), (\d+)\) and \((?:None|\d+), (\d+)\) are incompatible"),
+     lambda m: {"form": "keras", "a": int(m[1]), "b": int(m[2])}),
+    ("loss_shape_mismatch", re.compile(r"logits and labels must be broadcastable: logits_size=\[(\d+),(\d+)\] "
+                                       r"labels_size=\[(\d+),(\d+)\]"),
+     lambda m: {"form": "tf_logits", "a": int(m[2]), "b": int(m[4])}),
+    ("loss_shape_mismatch", re.compile(r"Expected target size \[([\d, ]+)\], got \[([\d, ]+)\]"),
+     lambda m: {"form": "torch_seq", "expected": _shape(m[1]), "got": _shape(m[2])}),
+    ("loss_shape_mismatch", re.compile(r"(?:0D or 1D target tensor expected, )?multi-target not supported"),
+     lambda m: {"form": "torch_multi"}),
     ("loss_shape_mismatch", re.compile(r"Expected input batch_size \((\d+)\) to match target batch_size \((\d+)\)"),
      lambda m: {"batch_input": int(m[1]), "batch_target": int(m[2])}),
     # a darknet YOLO layer's statistics of one iteration (pjreddie "Region 82 Avg IOU: -nan, Class: -nan, Obj: -nan, No
@@ -364,9 +383,14 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     # is out of bounds." (aten LossNLL.cpp), "Target 100 out of bounds at ...ClassNLLCriterion.c" (torch < 1.0), the
     # CUDA kernels' "Assertion `t >= 0 && t < n_classes` failed." / "Assertion `cur_target >= 0 && cur_target <
     # n_classes` failed." (TH printed ' for the closing quote; a Markdown paste may drop or double the backticks)
-    ("index_out_of_range", re.compile(r"\bTarget (-?\d+) (?:is )?out of bounds|"
+    # TensorFlow's sparse softmax cross-entropy: "Received a label value of 10 which is outside the valid range of [0, 10)"
+    ("index_out_of_range", re.compile(r"\b(?:Target|Received a label value of) (-?\d+) (?:(?:is )?out of bounds|which is "
+                                      r"outside the valid range)|"
                                       r"Assertion \W{0,2}(?:cur_target|t) >= 0 && (?:cur_target|t) < n_classes\W{0,2} failed"),
      lambda m: {"target": int(m[1])} if m[1] else {}),
+    # TensorFlow's gather (an embedding lookup's GatherV2/ResourceGather): "indices[5,3] = 30522 is not in [0, 30522)"
+    ("index_out_of_range", re.compile(r"\bindices\[[\d,]+\] = (-?\d+) is not in \[0, (\d+)\)"),
+     lambda m: {"index": int(m[1]), "size": int(m[2])}),
     ("index_out_of_range", re.compile(r"index out of range in self|device-side assert triggered|"
                                       r"srcIndex < srcSelectDimSize|indexSelect\w*Kernel"), lambda m: {}),
     ("ddp_unused_params", re.compile(r"Expected to have finished reduction in the prior iteration"), lambda m: {}),
@@ -421,7 +445,9 @@ TRIGGERS = (
     "Found NaN", "No valid path", "StopIteration", "No labels found", "Couldn't open file",
     "Not enough time for target", "Out of memory error", "Model diverged with", "PARAMETER loss_scale", "OutOfMemory", "_len", "NaN detected in", "NaN found in", "There were missing keys",
     "epoch_iterator", "Continuing training from", "Using a target size", "checkpoint found", "Region ", "optimizer step", "optimiser step", "Found inf or nan", "NaN or Inf found", "Expected parameter", "NaN loss", "nan loss", "Inf loss", "inf loss",
-    "probability tensor contains", "Num examples", "um batches per epoch", "um epochs", "um Epochs",
+    "probability tensor contains", "Received a label value", "indices[", "are incompatible", "must be broadcastable",
+    "Expected target size", "multi-target not supported", "FloatingPointError", "invalid value (nan)",
+    "divide by zero (inf)", "Num examples", "um batches per epoch", "um epochs", "um Epochs",
     "otal optimization steps", "out of bounds", "Expected input batch", "Target size", "Killed", "killed", "SIGKILL", "code 137", "code: 137",
     "code (137)", "return code = -9",
     "Loss was", "Loss went", "Loss turned", "Loss has become", "loss is nan", "loss is NaN", "loss is inf", "loss is Inf",
