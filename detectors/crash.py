@@ -483,6 +483,13 @@ KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = 
      "'file_descriptor' sharing strategy), or the dataset keeps files open",
      ("Raise the limit (ulimit -n 65535), or torch.multiprocessing.set_sharing_strategy('file_system'); fewer "
       "num_workers; close files the dataset opens per item.",)),
+    # TensorFlow's CTC loss refusing a sample without a label (an empty transcription; torch's CTC returns inf instead)
+    (re.compile(r"Labels length is zero in batch (\d+)"),
+     "a sample with an empty label sequence (CTC)",
+     "the CTC loss got a sample whose label sequence is empty: an empty transcription or text line in the data (a "
+     "blank line in the label file, a text made only of characters the dictionary drops)",
+     ("Drop samples whose encoded label is empty before batching (and count them); check the label file for blank "
+      "lines and the character dictionary for the characters those texts hold.",)),
     (re.compile(r"DataLoader worker \(pid\(?s?\)? ?[\d, ]*\)? (?:is killed by signal|exited unexpectedly)|"
                 r"unable to write to file </torch_|No space left on device"),
      "a DataLoader worker died (shared memory)",

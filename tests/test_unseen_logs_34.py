@@ -634,3 +634,16 @@ def test_jax_debug_nans_is_a_nonfinite_onset(tmp_path: Path):
     # NumPy raising under np.seterr(all='raise') says no "(nan)": not JAX's check
     got = classify("FloatingPointError: invalid value encountered in divide")
     assert got is None or got[1].get("what") != "jax_debug"
+
+
+def test_tensorflow_1_see_above_form_is_an_exception_line(tmp_path: Path):
+    # https://github.com/MaybeShewill-CV/CRNN_Tensorflow/issues/205 (as pasted, the op line cut): TF 1.x repeats the
+    # exception after the op trace; an empty label in the CTC batch
+    log = ("InvalidArgumentError (see above for traceback): Labels length is zero in batch 27\n"
+           "         [[Node: CTCLoss = CTCLoss[ctc_merge_repeated=true, ignore_longer_outputs_than_inputs=false]]\n")
+    a = _run_in(tmp_path, 0, log)
+    f = next(f for f in a.diagnosis.findings if f.code == "CRASH001")
+    assert "empty label sequence" in f.title and f.evidence[0].where == "line 1"
+    # a prose line with the words is no exception line
+    b = _run_in(tmp_path, 1, "The InvalidArgumentError (see above for traceback) happens only on GPU.\n")
+    assert not [f for f in b.diagnosis.findings if f.code == "CRASH001"]

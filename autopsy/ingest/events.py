@@ -670,9 +670,11 @@ class EventSink:
 _TB_HEAD = re.compile(r"Traceback \(most recent call last\):")
 _TB_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
 #: the final line of a traceback: ``pkg.mod.SomeError: message`` (or a bare known exception name)
+#: (TensorFlow 1.x repeats the exception after the graph's op trace: "InvalidArgumentError (see above for traceback):
+#: Labels length is zero in batch 27")
 _EXC_LINE = re.compile(
     r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure)|Exception|StopIteration|"
-    r"AssertionError|KeyboardInterrupt|SystemExit)(?::\s?(.*))?$")
+    r"AssertionError|KeyboardInterrupt|SystemExit)(?:(?: \(see above for traceback\))?:\s?(.*))?$")
 
 
 def exception_line(text: str) -> tuple[str, str] | None:
