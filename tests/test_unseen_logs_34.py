@@ -647,3 +647,21 @@ def test_tensorflow_1_see_above_form_is_an_exception_line(tmp_path: Path):
     # a prose line with the words is no exception line
     b = _run_in(tmp_path, 1, "The InvalidArgumentError (see above for traceback) happens only on GPU.\n")
     assert not [f for f in b.diagnosis.findings if f.code == "CRASH001"]
+
+
+# https://github.com/Lilac-Lee/PointNetLK_Revisited/issues/8 (the logger's rows as pasted, a few of them: epoch, then
+# running loss, running info, val loss, val info, unnamed)
+POINTNETLK_8 = """INFO:PointNetLK-Revisited, 2022-03-11 09:41:33,921, epoch, 0091, 0.018989, 0.060334, 0.002259, 0.000702
+INFO:PointNetLK-Revisited, 2022-03-11 09:43:58,482, epoch, 0092, 0.139491, 0.036031, 0.001820, 0.001375
+INFO:PointNetLK-Revisited, 2022-03-11 14:18:54,833, epoch, 0198, nan, nan, nan, nan
+INFO:PointNetLK-Revisited, 2022-03-11 14:21:24,647, epoch, 0199, nan, nan, nan, nan
+"""
+
+
+def test_a_counter_named_in_a_csv_row_carries_unnamed_values(tmp_path: Path):
+    a = _run_in(tmp_path, 0, POINTNETLK_8)
+    assert _series(a, "column 2")[:2] == [0.018989, 0.139491]
+    assert _num(a).first_step == 198
+    # two rows are no table (prose can hold one or two such lists)
+    b = _run_in(tmp_path, 1, "".join(POINTNETLK_8.splitlines(True)[:2]))
+    assert not any(m.startswith("column ") for m in set(b.run.scalars["metric"]))

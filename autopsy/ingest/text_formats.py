@@ -1174,6 +1174,31 @@ def _aligned(text: bytes, m: re.Match[bytes], offsets: list[int]) -> bool:
     return all(any(abs(t.start() - ls - c) <= 1 for c in offsets) for t in _TOKEN.finditer(text, ls, m.end()))
 
 
+#: a comma-separated row whose counter is named in a cell before it and whose values are not: PointNetLK's logger
+#: ("INFO:PointNetLK-Revisited, 2022-03-10 16:44:36,515, epoch, 0001, 0.170037, 0.054935, 0.001698, 0.001877", from
+#: LOGGER.info('epoch, %04d, %f, %f, %f, %f', ...)); read like a headerless table, its values as "column 2"...
+_COUNTER_CSV = re.compile(rb"(?m)(?:^|, )(?:epoch|step|iter|iteration), (\d+)((?:, " + NUM + rb"){2,})[ \t]*\r?$")
+
+
+def parse_counter_csv(text: bytes, first_line: int, st: StepState, out: Collector,
+                      steps: StepMarks, used: Used) -> None:
+    """Rows of ``<counter word>, N, v, v, ...`` (three or more, the counter rising): the values at step N, unnamed."""
+    if not has(text, b"poch, ") and not has(text, b"tep, ") and not has(text, b"ter, ") and not has(text, b"tion, "):
+        return
+    rows = [m for m in _COUNTER_CSV.finditer(text) if not used.covers(line_start(text, m.start()), m.end())]
+    if len(rows) < MIN_COLUMN_ROWS or any(int(b[1]) <= int(a[1]) for a, b in zip(rows, rows[1:])):
+        return
+    lines = Lines(text, first_line)
+    for m in rows:
+        step = int(m[1])
+        line = lines.at(m.start())
+        for i, raw in enumerate(m[2].split(b", ")[1:], start=2):
+            value = _num(raw.strip())
+            if value is not None:
+                out.add(step, f"column {i}", value, line)
+        _mark(st, steps, used, line_start(text, m.start()), step)
+
+
 def _rising_first(run: list[re.Match[bytes]]) -> bool:
     """The first column of a headerless run counts up, row by row: a step, not an epoch repeated over its rows."""
     firsts = [int(m[1]) for m in run]
@@ -2443,6 +2468,7 @@ FORMAT_PARSERS = (
     (parse_llama_recipes, (b"TrainingEpoch", b"evalppl", b"Keyavg", b"trainepochloss")),
     (parse_kv_table, (b"",)),
     (parse_pipe_table, (b"",)),
+    (parse_counter_csv, (b"epoch", b"step", b"iter")),
     (parse_columns, (b"",)),
     (parse_step_value_rows, (b"tep", b"ter", b"poch", b"TEP", b"TER", b"POCH")),
 )
