@@ -665,3 +665,15 @@ def test_a_counter_named_in_a_csv_row_carries_unnamed_values(tmp_path: Path):
     # two rows are no table (prose can hold one or two such lists)
     b = _run_in(tmp_path, 1, "".join(POINTNETLK_8.splitlines(True)[:2]))
     assert not any(m.startswith("column ") for m in set(b.run.scalars["metric"]))
+
+
+def test_counter_rows_with_a_colon_and_spaces(tmp_path: Path):
+    # https://github.com/shenweichen/DeepCTR/issues/261 (the example loop's rows as pasted: batch, then the loss terms
+    # unnamed; the first goes NaN at batch 387)
+    log = """batch: 385 0.6214759 0.6280476 0.72826767
+batch: 386 0.6920916 0.62821305 0.72858125
+batch: 387 nan 0.6595617 0.72703314
+batch: 388 nan 0.69080186 0.72551566
+"""
+    a = _run_in(tmp_path, 0, log)
+    assert _num(a).first_step == 387 and _series(a, "column 3")[0] == 0.6280476

@@ -1177,26 +1177,57 @@ def _aligned(text: bytes, m: re.Match[bytes], offsets: list[int]) -> bool:
 #: a comma-separated row whose counter is named in a cell before it and whose values are not: PointNetLK's logger
 #: ("INFO:PointNetLK-Revisited, 2022-03-10 16:44:36,515, epoch, 0001, 0.170037, 0.054935, 0.001698, 0.001877", from
 #: LOGGER.info('epoch, %04d, %f, %f, %f, %f', ...)); read like a headerless table, its values as "column 2"...
-_COUNTER_CSV = re.compile(rb"(?m)(?:^|, )(?:epoch|step|iter|iteration), (\d+)((?:, " + NUM + rb"){2,})[ \t]*\r?$")
+_CSV_COUNTERS = (b"epoch, ", b"step, ", b"iter, ", b"iteration, ")
+_CSV_ROW = re.compile(rb"(?:^|, )(?:epoch|step|iter|iteration), (\d+)((?:, " + NUM + rb"){2,})[ \t]*\r?$")
+#: ... and the space-separated form opening a line, the counter with its colon (DeepCTR's example loop "batch: 387 nan
+#: 0.6595617 0.72703314"); "\n"-led so the engine skips to line starts
+_SPACE_BODY = (rb"[ \t]*(?:[Ee]poch|[Ss]tep|[Ii]ter|[Ii]teration|[Bb]atch):[ \t]+(\d+)((?:[ \t]+" + NUM
+               + rb"){2,})[ \t]*\r?(?=\n|\Z)")
+_SPACE_ROW = re.compile(rb"\n" + _SPACE_BODY)
+_SPACE_FIRST = re.compile(_SPACE_BODY)
+
+
+def _counter_rows(text: bytes) -> list[tuple[int, int, list[bytes]]]:
+    """(line start, count, value cells) of the chunk's counter rows, in order."""
+    rows: list[tuple[int, int, list[bytes]]] = []
+    present = [lit for lit in _CSV_COUNTERS if has(text, lit)]
+    if present:
+        seen: set[int] = set()
+        for lit in present:
+            at = text.find(lit)
+            while at >= 0:
+                ls = line_start(text, at)
+                if ls not in seen:
+                    seen.add(ls)
+                    m = _CSV_ROW.search(text, ls, line_end(text, at))
+                    if m is not None:
+                        rows.append((ls, int(m[1]), m[2].split(b", ")[1:]))
+                at = text.find(lit, at + len(lit))
+    if any(has(text, w) for w in (b"poch: ", b"tep: ", b"ter: ", b"tion: ", b"atch: ")):
+        first = _SPACE_FIRST.match(text)
+        found = ([first] if first is not None else []) + list(_SPACE_ROW.finditer(text))
+        rows += [(m.start() + (m is not first), int(m[1]), m[2].split()) for m in found]
+    return sorted(rows)
 
 
 def parse_counter_csv(text: bytes, first_line: int, st: StepState, out: Collector,
                       steps: StepMarks, used: Used) -> None:
-    """Rows of ``<counter word>, N, v, v, ...`` (three or more, the counter rising): the values at step N, unnamed."""
-    if not has(text, b"poch, ") and not has(text, b"tep, ") and not has(text, b"ter, ") and not has(text, b"tion, "):
+    """Rows of ``<counter word>, N, v, v, ...`` or ``<counter word>: N v v ...`` (three or more, the counter rising): the
+    values at step N, unnamed. Only in a chunk no other parser read a record from: unnamed values are the last
+    resort, and a chunk of known formats is not searched for them."""
+    if steps:
         return
-    rows = [m for m in _COUNTER_CSV.finditer(text) if not used.covers(line_start(text, m.start()), m.end())]
-    if len(rows) < MIN_COLUMN_ROWS or any(int(b[1]) <= int(a[1]) for a, b in zip(rows, rows[1:])):
+    rows = [r for r in _counter_rows(text) if not used.covers(r[0], line_end(text, r[0]))]
+    if len(rows) < MIN_COLUMN_ROWS or any(b[1] <= a[1] for a, b in zip(rows, rows[1:])):
         return
     lines = Lines(text, first_line)
-    for m in rows:
-        step = int(m[1])
-        line = lines.at(m.start())
-        for i, raw in enumerate(m[2].split(b", ")[1:], start=2):
+    for ls, step, cells in rows:
+        line = lines.at(ls)
+        for i, raw in enumerate(cells, start=2):
             value = _num(raw.strip())
             if value is not None:
                 out.add(step, f"column {i}", value, line)
-        _mark(st, steps, used, line_start(text, m.start()), step)
+        _mark(st, steps, used, ls, step)
 
 
 def _rising_first(run: list[re.Match[bytes]]) -> bool:
@@ -2468,7 +2499,7 @@ FORMAT_PARSERS = (
     (parse_llama_recipes, (b"TrainingEpoch", b"evalppl", b"Keyavg", b"trainepochloss")),
     (parse_kv_table, (b"",)),
     (parse_pipe_table, (b"",)),
-    (parse_counter_csv, (b"epoch", b"step", b"iter")),
+    (parse_counter_csv, (b"epoch", b"step", b"iter", b"batch", b"Epoch", b"Step", b"Iter", b"Batch")),
     (parse_columns, (b"",)),
     (parse_step_value_rows, (b"tep", b"ter", b"poch", b"TEP", b"TER", b"POCH")),
 )
