@@ -677,3 +677,21 @@ batch: 388 nan 0.69080186 0.72551566
 """
     a = _run_in(tmp_path, 0, log)
     assert _num(a).first_step == 387 and _series(a, "column 3")[0] == 0.6280476
+
+
+def test_a_line_that_is_only_a_nan_loss_statement(tmp_path: Path):
+    # https://github.com/isl-org/ZoeDepth/issues/56 (as pasted: the SILog loss's own print when torch.isnan(loss), shared
+    # by AdaBins, ZoeDepth and their copies, then its diagnostics)
+    log = """Nan SILog loss
+input: torch.Size([651751])
+target: torch.Size([651751])
+G tensor(2284, device='cuda:0')
+Input min max tensor(nan, device='cuda:0', grad_fn=<MinBackward1>) tensor(nan, device='cuda:0', grad_fn=<MaxBackward1>)
+"""
+    a = _run_in(tmp_path, 0, log)
+    assert _verdict(a)[0] != "healthy"
+    assert "Nan SILog loss" in _num(a).evidence[0].detail
+    # prose about a NaN loss is not the statement
+    for line in ("Nan values in the loss were replaced", "the NaN loss problem again"):
+        got = classify(line)
+        assert got is None or got[0] != "nan_stop", line

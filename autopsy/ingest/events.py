@@ -237,6 +237,10 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     # have no "(nan)"
     ("nan_stop", re.compile(r"\b(?:invalid value \(nan\)|divide by zero \(inf\)) encountered in (?:jit\()?([\w.<>-]+)"),
      lambda m: {"tensor": m[1], "what": "jax_debug"}),
+    # ... or a line that is only those words: the SILog loss of AdaBins/ZoeDepth/Depth-Anything and their copies prints
+    # "Nan SILog loss" (then the inputs' shapes and ranges) when torch.isnan(loss); "NaN loss!" alone
+    ("nan_stop", re.compile(r"^\W{0,3}(nan|NaN|Nan|NAN|inf|Inf)\s+(?:[A-Za-z][\w-]{0,20}\s+)?loss\W{0,3}$"),
+     lambda m: {"value": m[1].lower(), "warned": True}),
     ("loss_watchdog", re.compile(r"Loss is too high, stopping training"), lambda m: {}),
     # ESPnet1's E2E models (espnet/nets/pytorch_backend/e2e_*.py): a batch loss that is NaN or >= CTC_LOSS_THRESHOLD
     # (1e4) is left out of the reporter (so out of the log) with only this warning; its backward still runs
@@ -445,7 +449,7 @@ TRIGGERS = (
     "Found NaN", "No valid path", "StopIteration", "No labels found", "Couldn't open file",
     "Not enough time for target", "Out of memory error", "Model diverged with", "PARAMETER loss_scale", "OutOfMemory", "_len", "NaN detected in", "NaN found in", "There were missing keys",
     "epoch_iterator", "Continuing training from", "Using a target size", "checkpoint found", "Region ", "optimizer step", "optimiser step", "Found inf or nan", "NaN or Inf found", "Expected parameter", "NaN loss", "nan loss", "Inf loss", "inf loss",
-    "probability tensor contains", "Received a label value", "indices[", "are incompatible", "must be broadcastable",
+    "probability tensor contains", "SILog loss", "Received a label value", "indices[", "are incompatible", "must be broadcastable",
     "Expected target size", "multi-target not supported", "FloatingPointError", "invalid value (nan)",
     "divide by zero (inf)", "Num examples", "um batches per epoch", "um epochs", "um Epochs",
     "otal optimization steps", "out of bounds", "Expected input batch", "Target size", "Killed", "killed", "SIGKILL", "code 137", "code: 137",
