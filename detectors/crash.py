@@ -603,49 +603,47 @@ def _iterator_ran_dry(fatal: Event, step: int | None, at: str, evidence: list[Ev
         first_step=step, evidence=evidence, remedies=remedies, basis="inferred", symptom="stopped_early")
 
 
-#: an exception saying the training set is empty, raised before the first batch: torch's RandomSampler ("integeral" in
-#: torch < 1.2), Lightning's check of the train loader's length (the YOLO family's "No labels found" is LBL001's)
-EMPTY_DATA = re.compile(
-    r"num_samples should be a positive integer(?:al)? value, but got num_samples=0\b"
-    r"|`?Dataloader`? returned 0 length")
+#: exceptions whose message names a cause of their own, raised before the first batch or at load time:
+#: (pattern, root cause, confidence, symptom, title, what it means, remedies); ``{at}`` and ``{said}`` are filled in
+NAMED_CAUSES: tuple[tuple[re.Pattern[str], str, float, str, str, str, tuple[str, ...]], ...] = (
+    # the training set is empty: torch's RandomSampler ("integeral" in torch < 1.2), Lightning's check of the train
+    # loader's length (the YOLO family's "No labels found" is LBL001's)
+    (re.compile(r"num_samples should be a positive integer(?:al)? value, but got num_samples=0\b"
+                r"|`?Dataloader`? returned 0 length"),
+     "data_exhausted", 0.8, "crash", "The training set is empty{at}: the data loader had no sample to draw",
+     "The run died before its first batch: \"{said}\". The dataset handed to the loader holds no sample: its path "
+     "points at no files, the files have another extension or layout than the dataset class expects, or a filter "
+     "(length, labels, split) removed every row.",
+     ("Print len(dataset) right after building it and check the data path: the folder layout and file extensions the "
+      "dataset class looks for, the split file names, and any filter that drops rows.",
+      "Run again once len(dataset) is at least one batch.")),
+    # transformers' check after device_map="auto" placed a quantized model (bitsandbytes 4/8-bit): some modules went to
+    # the CPU or the disk, because the GPU had no room for them (or no GPU was used at all)
+    (re.compile(r"Some modules are dispatched on the CPU or the disk\. Make sure you have enough GPU RAM to fit the "
+                r"quantized model"),
+     "out_of_memory", 0.7, "oom",
+     "The model does not fit in the GPU's memory{at}: modules were dispatched to the CPU or the disk",
+     "Loading stopped: \"{said}\". device_map placed part of the quantized model off the GPU because it had no room "
+     "left for it (the model, or other processes already on the card), or because no GPU was visible to torch at all "
+     "(then everything goes to the CPU).",
+     ("Check torch.cuda.is_available() and nvidia-smi first: with no GPU visible (a CPU-only torch, "
+      "CUDA_VISIBLE_DEVICES) every module is dispatched to the CPU.",
+      "Otherwise the card is too small for this model at this precision: load it in 4-bit instead of 8-bit, pick a "
+      "smaller model or a larger GPU, free the GPU of other processes, or pass max_memory={{0: '...'}} / a device_map "
+      "with llm_int8_enable_fp32_cpu_offload=True to offload on purpose.")),
+)
 
 
-def _empty_data(fatal: Event, at: str, evidence: list[Evidence], said: str) -> Finding:
-    """The loader was built on an empty dataset: the run died before its first batch."""
-    return Finding(
-        code=CODE, name=SLUG, root_cause="data_exhausted", severity="error", confidence=0.8,
-        title=f"The training set is empty{at}: the data loader had no sample to draw",
-        message=(f"The run died before its first batch: \"{said[:160]}\". The dataset handed to the loader holds no "
-                 "sample: its path points at no files, the files have another extension or layout than the dataset "
-                 "class expects, or a filter (length, labels, split) removed every row."),
-        first_step=fatal.step, evidence=evidence,
-        remedies=["Print len(dataset) right after building it and check the data path: the folder layout and file "
-                  "extensions the dataset class looks for, the split file names, and any filter that drops rows.",
-                  "Run again once len(dataset) is at least one batch."],
-        basis="direct", symptom="crash")
-
-
-#: transformers' check after device_map="auto" placed a quantized model (bitsandbytes 4/8-bit): some modules went to
-#: the CPU or the disk, because the GPU had no room for them (or no GPU was used at all)
-GPU_TOO_SMALL = re.compile(r"Some modules are dispatched on the CPU or the disk\. Make sure you have enough GPU RAM to fit "
-                           r"the quantized model")
-
-
-def _gpu_too_small(fatal: Event, at: str, evidence: list[Evidence], said: str) -> Finding:
-    """A quantized model that device_map could not place on the GPU: the GPU memory is too small for it."""
-    return Finding(
-        code=CODE, name=SLUG, root_cause="out_of_memory", severity="error", confidence=0.7,
-        title=f"The model does not fit in the GPU's memory{at}: modules were dispatched to the CPU or the disk",
-        message=(f"Loading stopped: \"{said[:160]}\". device_map placed part of the quantized model off the GPU because "
-                 "it had no room left for it (the model, or other processes already on the card), or because no GPU "
-                 "was visible to torch at all (then everything goes to the CPU)."),
-        first_step=fatal.step, evidence=evidence,
-        remedies=["Check torch.cuda.is_available() and nvidia-smi first: with no GPU visible (a CPU-only torch, "
-                  "CUDA_VISIBLE_DEVICES) every module is dispatched to the CPU.",
-                  "Otherwise the card is too small for this model at this precision: load it in 4-bit instead of "
-                  "8-bit, pick a smaller model or a larger GPU, free the GPU of other processes, or pass "
-                  "max_memory={0: '...'} / a device_map with llm_int8_enable_fp32_cpu_offload=True to offload on purpose."],
-        basis="direct", symptom="oom")
+def _named_cause(fatal: Event, at: str, evidence: list[Evidence], text: str) -> Finding | None:
+    """The finding of the first NAMED_CAUSES message in ``text``, or None."""
+    for rx, cause, confidence, symptom, title, meaning, remedies in NAMED_CAUSES:
+        m = rx.search(text)
+        if m is not None:
+            return Finding(code=CODE, name=SLUG, root_cause=cause, severity="error", confidence=confidence,
+                           title=title.format(at=at), message=meaning.format(said=m[0][:160]),
+                           first_step=fatal.step, evidence=evidence, remedies=[r.format() for r in remedies],
+                           basis="direct", symptom=symptom)
+    return None
 
 
 #: an OOM raised in a rollout engine's own memory (vLLM's KV cache, its sleep/wake-up allocator) beside the trainer
@@ -787,13 +785,9 @@ def detect(run: Run) -> Iterable[Finding]:
     if exc_type.endswith("ZeroDivisionError") and not after_nan and not any(loss_like(m) for m in run.metrics()):
         yield _no_batches(fatal, at, evidence)
         return
-    empty = EMPTY_DATA.search(f"{exc_msg} {fatal.message}")
-    if empty is not None and not after_nan:
-        yield _empty_data(fatal, at, evidence, empty[0])
-        return
-    small = GPU_TOO_SMALL.search(f"{exc_msg} {fatal.message}")
-    if small is not None and not after_nan:
-        yield _gpu_too_small(fatal, at, evidence, small[0])
+    named = None if after_nan else _named_cause(fatal, at, evidence, f"{exc_msg} {fatal.message}")
+    if named is not None:
+        yield named
         return
     known = _known_message(f"{exc_msg} {fatal.message} {_continuation(run, fatal)}"
                            + (f" frame: {_frame_text(frame)}" if frame else ""))
