@@ -189,13 +189,13 @@ def _nothing_planned(run: Run) -> Finding | None:
     data = [e for e in evs if e.data.get("what") in ("examples", "batches")]
     ev = (data or evs)[0]
     said = str(ev.data.get("said") or ev.message.strip())[:160]
-    evidence = [event_evidence(e, f"start-up banner: \"{str(e.data.get('said') or e.message.strip())[:160]}\"")
+    evidence = [event_evidence(e, f"at start-up: \"{str(e.data.get('said') or e.message.strip())[:160]}\"")
                 for e in (data + [e for e in evs if e not in data])[:3]]
     if data:
         return Finding(
             code=CODE, name=SLUG, root_cause="data_exhausted", severity="error", confidence=0.8,
             title=f"No training happened: the data held no {'example' if ev.data.get('what') == 'examples' else 'batch'}",
-            message=(f"The start-up banner says \"{said}\": the training set the trainer received is empty (its path, "
+            message=(f"At start-up the trainer printed \"{said}\": the training set it received is empty (its path, "
                      "file layout or filters left nothing), or smaller than one batch with the last one dropped, so no "
                      "optimization step ran and whatever was saved is the model as loaded."),
             first_step=None, evidence=evidence,
@@ -206,7 +206,7 @@ def _nothing_planned(run: Run) -> Finding | None:
     return Finding(
         code=CODE, name=SLUG, root_cause=None, severity="error", confidence=0.7,
         title="No training happened: the run planned zero optimization steps",
-        message=(f"The start-up banner says \"{said}\": with no epoch or step planned the loop ends at once and the "
+        message=(f"At start-up the trainer printed \"{said}\": with no epoch or step planned the loop ends at once and the "
                  "saved model (or adapter) is the one loaded, untouched. The epochs or steps the trainer received are "
                  "not the ones intended."),
         first_step=None, evidence=evidence,

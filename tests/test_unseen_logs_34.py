@@ -695,3 +695,17 @@ Input min max tensor(nan, device='cuda:0', grad_fn=<MinBackward1>) tensor(nan, d
     for line in ("Nan values in the loss were replaced", "the NaN loss problem again"):
         got = classify(line)
         assert got is None or got[0] != "nan_stop", line
+
+
+def test_sd_scripts_finding_no_data_is_an_empty_training_set(tmp_path: Path):
+    # https://github.com/bmaltais/kohya_ss/issues/216 (as pasted, the last line cut: train_data_dir pointed into the
+    # image folder instead of its parent; the bucket statistics of no image are NaN)
+    log = """D:\\kohya_ss\\venv\\lib\\site-packages\\numpy\\core\\fromnumeric.py:3464: RuntimeWarning: Mean of empty slice.
+  return _methods._mean(a, axis=axis, dtype=dtype,
+mean ar error (without repeats): nan
+No data found. Please verify arguments (train_data_dir must be the parent of folders with images)
+"""
+    a = _run_in(tmp_path, 0, log)
+    assert _verdict(a) == ("failed", "data_exhausted")
+    f = next(f for f in a.diagnosis.findings if f.code == "CRASH001")
+    assert "train_data_dir must be the parent" in f.message and f.evidence[0].where == "line 4"

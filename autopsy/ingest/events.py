@@ -228,6 +228,10 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     # a training plan of nothing, printed in the start-up banner: the HF Trainer's and the accelerate/diffusers example
     # scripts' "  Num examples = 0" / "  Total optimization steps = 0", kohya sd-scripts' "num batches per epoch /
     # 1epochのバッチ数: 0", "num epochs / epoch数: 0", "total optimization steps / 学習ステップ数: 0"
+    # ... and sd-scripts' own refusal, printed before it returns without training: "No data found. Please verify
+    # arguments (train_data_dir must be the parent of folders with images)"
+    ("zero_plan", re.compile(r"No data found\. Please verify arguments(?: \([^)\n]{0,120}\))?"),
+     lambda m: {"what": "examples", "said": m[0]}),
     ("zero_plan", re.compile(r"\b(Num examples|[Nn]um batches per epoch|[Nn]um [Ee]pochs|[Tt]otal optimization steps)"
                              r"(?: / [^\n:=]{1,30})?\s*[:=]\s*0(?![\d.,])"),
      lambda m: {"what": {"num examples": "examples", "num batches per epoch": "batches",
@@ -449,7 +453,7 @@ TRIGGERS = (
     "Found NaN", "No valid path", "StopIteration", "No labels found", "Couldn't open file",
     "Not enough time for target", "Out of memory error", "Model diverged with", "PARAMETER loss_scale", "OutOfMemory", "_len", "NaN detected in", "NaN found in", "There were missing keys",
     "epoch_iterator", "Continuing training from", "Using a target size", "checkpoint found", "Region ", "optimizer step", "optimiser step", "Found inf or nan", "NaN or Inf found", "Expected parameter", "NaN loss", "nan loss", "Inf loss", "inf loss",
-    "probability tensor contains", "SILog loss", "Received a label value", "indices[", "are incompatible", "must be broadcastable",
+    "probability tensor contains", "SILog loss", "No data found", "Received a label value", "indices[", "are incompatible", "must be broadcastable",
     "Expected target size", "multi-target not supported", "FloatingPointError", "invalid value (nan)",
     "divide by zero (inf)", "Num examples", "um batches per epoch", "um epochs", "um Epochs",
     "otal optimization steps", "out of bounds", "Expected input batch", "Target size", "Killed", "killed", "SIGKILL", "code 137", "code: 137",
