@@ -2199,6 +2199,8 @@ def parse_monai(text: bytes, first_line: int, st: StepState, out: Collector,
 #: valid CER: 4.35" (the first TrainLogger joined every item with " - "; speaker recipes print "Epoch: 6"; the console
 #: line carries the logger's name, "speechbrain.utils.train_logger - epoch: 1, ...")
 _SB_LINE = re.compile(rb"(?m)^(?:[^\n]{0,200}? - )?[ \t]*[Ee]poch: (\d+)(?:,| -) [^\n]{0,2000}? - train [^\n]{0,2000}$")
+#: what every such line holds, searched first: the epoch with its count and the separator after it
+_SB_START = re.compile(rb"poch: \d+(?:,| -) ")
 _SB_ITEM = re.compile(rb"(?:(train|valid|test) )?([A-Za-z][\w.@/-]{0,40}(?: [A-Za-z][\w.@/-]{0,40})?): (" + NUM
                       + rb")[ \t\r]*")
 
@@ -2208,7 +2210,7 @@ def parse_speechbrain(text: bytes, first_line: int, st: StepState, out: Collecto
     """SpeechBrain epoch lines at the epoch. A recipe hands its stage loss first (``stage_stats = {"loss": ...}``; the
     separation recipes' ``{"si-snr": ...}``, the negated SI-SNR they minimise), so each split's first key is its loss:
     the train split's the run's loss, the valid split's the eval loss."""
-    if not has(text, b" - train ") or not has(text, b"poch: "):
+    if _SB_START.search(text) is None or text.find(b" - train ") < 0:  # ~1.4 ms a 4 MB chunk (has(): ~6 ms here)
         return
     lines = Lines(text, first_line)
     for m in _SB_LINE.finditer(text):
