@@ -219,6 +219,10 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
                             r"[^\n]*?\b[Ll]oss\s+(?:is|was|became|has become|went|turned)\s+(?:a\s+)?"
                             r"(nan|NaN|NAN|inf|Inf|INF|infinite|Infinity|-inf)(?![\w-])(?![^\n]{0,80}(?i:skip|ignor))"),
      lambda m: {"value": m[1].lower(), "warned": True}),
+    # ... or a line that is only those words: the SILog loss of AdaBins/ZoeDepth/Depth-Anything and their copies prints
+    # "Nan SILog loss" (then the inputs' shapes and ranges) when torch.isnan(loss); "NaN loss!" alone
+    ("nan_stop", re.compile(r"^\W{0,3}(nan|NaN|Nan|NAN|inf|Inf)\s+(?:[A-Za-z][\w-]{0,20}\s+)?loss\W{0,3}$"),
+     lambda m: {"value": m[1].lower(), "warned": True}),
     # NumPy warning that a reduction had nothing to reduce or divided 0 by 0 (numpy/_core/_methods.py "Mean of empty
     # slice."; the ufunc's "invalid value encountered in divide", "... in scalar divide" (NumPy 2), "... in
     # double_scalars" / "true_divide" (NumPy 1)): an average over zero batches or zero tokens is NaN this way
@@ -241,10 +245,6 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     # have no "(nan)"
     ("nan_stop", re.compile(r"\b(?:invalid value \(nan\)|divide by zero \(inf\)) encountered in (?:jit\()?([\w.<>-]+)"),
      lambda m: {"tensor": m[1], "what": "jax_debug"}),
-    # ... or a line that is only those words: the SILog loss of AdaBins/ZoeDepth/Depth-Anything and their copies prints
-    # "Nan SILog loss" (then the inputs' shapes and ranges) when torch.isnan(loss); "NaN loss!" alone
-    ("nan_stop", re.compile(r"^\W{0,3}(nan|NaN|Nan|NAN|inf|Inf)\s+(?:[A-Za-z][\w-]{0,20}\s+)?loss\W{0,3}$"),
-     lambda m: {"value": m[1].lower(), "warned": True}),
     ("loss_watchdog", re.compile(r"Loss is too high, stopping training"), lambda m: {}),
     # ESPnet1's E2E models (espnet/nets/pytorch_backend/e2e_*.py): a batch loss that is NaN or >= CTC_LOSS_THRESHOLD
     # (1e4) is left out of the reporter (so out of the log) with only this warning; its backward still runs
@@ -290,8 +290,6 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("loss_shape_mismatch", re.compile(r"Target size \(torch\.Size\(\[([\d, ]*)\]\)\) must be the same as input size "
                                        r"\(torch\.Size\(\[([\d, ]*)\]\)\)"),
      lambda m: {"target": _shape(m[1]), "input": _shape(m[2]), "raised": True}),
-    # nll_loss/cross_entropy's row check (torch.nn.functional, aten LossNLL): "ValueError: Expected input batch_size (60)
-    # to match target batch_size (10)." - the prediction has another number of rows than the target
     # the labels in another form than the loss takes: Keras' categorical cross-entropy given integer labels ("ValueError:
     # Shapes (None, 1) and (None, 10) are incompatible"), TF's softmax_cross_entropy_with_logits ("logits and labels must
     # be broadcastable: logits_size=[32,10] labels_size=[32,5]"), torch's cross_entropy given [N, L, C] logits ("Expected
@@ -306,6 +304,8 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
      lambda m: {"form": "torch_seq", "expected": _shape(m[1]), "got": _shape(m[2])}),
     ("loss_shape_mismatch", re.compile(r"(?:0D or 1D target tensor expected, )?multi-target not supported"),
      lambda m: {"form": "torch_multi"}),
+    # nll_loss/cross_entropy's row check (torch.nn.functional, aten LossNLL): "ValueError: Expected input batch_size (60)
+    # to match target batch_size (10)." - the prediction has another number of rows than the target
     ("loss_shape_mismatch", re.compile(r"Expected input batch_size \((\d+)\) to match target batch_size \((\d+)\)"),
      lambda m: {"batch_input": int(m[1]), "batch_target": int(m[2])}),
     # a darknet YOLO layer's statistics of one iteration (pjreddie "Region 82 Avg IOU: -nan, Class: -nan, Obj: -nan, No
