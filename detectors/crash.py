@@ -333,7 +333,8 @@ KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = 
     (re.compile(r"Expected to mark a variable ready only once"),
      "DDP saw a parameter's gradient twice (reentrant gradient checkpointing)",
      "DistributedDataParallel marked a parameter ready twice in one backward: with gradient checkpointing in its "
-     "reentrant form (the default of torch.utils.checkpoint before torch 2.4, and of gradient_checkpointing_enable()) "
+     "reentrant form (torch.utils.checkpoint's default when use_reentrant is not passed, and what "
+     "gradient_checkpointing_enable() has used) "
      "the checkpointed blocks' backward reruns their forward, and DDP's per-parameter hooks fire again; a parameter "
      "used outside forward(), or shared between two modules, does the same",
      ("Use the non-reentrant checkpoint: gradient_checkpointing_kwargs={'use_reentrant': False} in TrainingArguments "
