@@ -491,6 +491,58 @@ KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = 
      "blank line in the label file, a text made only of characters the dictionary drops)",
      ("Drop samples whose encoded label is empty before batching (and count them); check the label file for blank "
       "lines and the character dictionary for the characters those texts hold.",)),
+    # DeepSpeed's config check (runtime/config.py _batch_assertion; codealpaca#14, LlamaFactory#2574)
+    (re.compile(r"Check batch related parameters\.\s+train_batch_size is not\s+equal to micro_batch_per_gpu \*\s+"
+                r"gradient_acc_step \*\s+world_size"),
+     "DeepSpeed's batch sizes do not multiply up",
+     "DeepSpeed requires train_batch_size = train_micro_batch_size_per_gpu * gradient_accumulation_steps * world_size, "
+     "and the values it got do not: a fixed train_batch_size in the DeepSpeed JSON written for another number of GPUs, "
+     "or a world size other than the launcher's (processes started without the launcher, CUDA_VISIBLE_DEVICES)",
+     ("Set the batch fields of the DeepSpeed config to \"auto\" when training through the HF Trainer / accelerate (they "
+      "are filled from the TrainingArguments), or recompute train_batch_size for this number of GPUs; start the run "
+      "with the launcher so world_size is the real one.",)),
+    # torch's rendezvous (c10d TCPStore): the master port is held, or a rank cannot reach the master
+    (re.compile(r"The server socket has failed to listen on any local network address|"
+                r"failed to bind to [^\n]{0,40}\(errno: 98 - Address already in use\)"),
+     "the distributed master port is already in use",
+     "the rendezvous server could not bind its port: another run (or a leftover process of an earlier one) holds "
+     "MASTER_PORT (29500 by default)",
+     ("Start with another port (torchrun --master_port 29501, MASTER_PORT=..., accelerate launch --main_process_port) "
+      "or kill the leftover processes (ps aux | grep python).",)),
+    (re.compile(r"The client socket has timed out after \d+\w* while trying to connect to"),
+     "a rank could not reach the distributed master",
+     "a worker could not connect to the rendezvous master in time: MASTER_ADDR or the port is wrong or blocked "
+     "(firewall, another network interface), or the master process never started (it crashed first)",
+     ("Check MASTER_ADDR/MASTER_PORT on every node and that the port is open between them; read the master's own log "
+      "for an earlier crash; set NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME to the interface the nodes share.",)),
+    # safetensors refusing tied weights on save (transformers save_pretrained / a checkpoint save)
+    (re.compile(r"Some tensors share memory, this will lead to duplicate memory on disk"),
+     "tied weights refused by safetensors on save",
+     "the model has weights that share memory (tied embeddings and lm_head, or a module held twice) and safetensors "
+     "refuses to save them as separate tensors: the save, not the training, failed",
+     ("Save through model.save_pretrained()/trainer.save_model(), which drop the tied copy, or pass "
+      "safe_serialization=False; with a custom save, call safetensors' save_model() instead of save_file().",)),
+    # transformers' Trainer refusing a quantized model without adapters
+    (re.compile(r"You cannot perform fine-tuning on purely quantized models"),
+     "a quantized model without trainable adapters",
+     "a 4-bit or 8-bit model cannot be trained itself; the Trainer found no adapter (LoRA) attached to train",
+     ("Attach adapters before training: model = prepare_model_for_kbit_training(model); model = get_peft_model(model, "
+      "LoraConfig(...)) (or pass peft_config= to TRL's trainers); check that the PEFT wrapping ran.",)),
+    # torch.utils.cpp_extension compiling a DeepSpeed op (fused_adam, cpu_adam, ...) at first use
+    (re.compile(r"Error building extension '(\w+)'"),
+     "a CUDA extension failed to compile",
+     "an op built just in time (a DeepSpeed fused optimizer, a custom kernel) did not compile: the CUDA toolkit (nvcc) "
+     "differs from the one torch was built with, or a compiler or ninja is missing",
+     ("Run ds_report (DeepSpeed) to see which ops build; install the CUDA toolkit matching torch.version.cuda (or set "
+      "CUDA_HOME to it), or pick an optimizer that needs no build (e.g. optim adamw_torch, DS_BUILD_OPS=0 with "
+      "prebuilt ops).",)),
+    # a kernel killed by the display driver's watchdog (Windows TDR): the GPU also drives a screen
+    (re.compile(r"CUDA error: the launch timed out and was terminated"),
+     "a kernel stopped by the display watchdog",
+     "a CUDA kernel ran longer than the display driver allows (Windows TDR, about 2 s, or X's watchdog on Linux) on a "
+     "GPU that also drives a screen, and the driver killed it",
+     ("Train on a GPU without a display, raise the TDR delay (Windows registry TdrDelay), or make each kernel shorter "
+      "(smaller batch or sequence length).",)),
     (re.compile(r"DataLoader worker \(pid\(?s?\)? ?[\d, ]*\)? (?:is killed by signal|exited unexpectedly)|"
                 r"unable to write to file </torch_|No space left on device"),
      "a DataLoader worker died (shared memory)",
@@ -632,6 +684,19 @@ NAMED_CAUSES: tuple[tuple[re.Pattern[str], str, float, str, str, str, tuple[str,
       "Otherwise the card is too small for this model at this precision: load it in 4-bit instead of 8-bit, pick a "
       "smaller model or a larger GPU, free the GPU of other processes, or pass max_memory={{0: '...'}} / a device_map "
       "with llm_int8_enable_fp32_cpu_offload=True to offload on purpose.")),
+    # vLLM sizing its KV cache from the GPU memory left to it (a rollout engine in RL fine-tuning, an evaluation or serving
+    # process): "The model's max seq len (32768) is larger than the maximum number of tokens that can be stored in KV
+    # cache (7344)" (vllm#2418, OpenRLHF#336)
+    (re.compile(r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored in KV cache "
+                r"\((\d+)\)"),
+     "out_of_memory", 0.65, "oom",
+     "The vLLM engine's KV cache cannot hold one sequence of the model's max length{at}",
+     "vLLM refused to start: \"{said}\". The GPU memory left to the engine (its gpu_memory_utilization share, minus the "
+     "weights and any trainer colocated on the card) holds fewer KV-cache tokens than one sequence of max_model_len.",
+     ("Lower the engine's max_model_len to what the run needs (prompt + response length), or raise its "
+      "gpu_memory_utilization (OpenRLHF, verl, TRL: the rollout engine's own option), or spread it over more GPUs "
+      "(tensor parallel size); with a trainer on the same GPUs, give the engine a larger share or let it sleep while "
+      "the trainer steps.",)),
 )
 
 

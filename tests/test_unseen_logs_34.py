@@ -709,3 +709,20 @@ No data found. Please verify arguments (train_data_dir must be the parent of fol
     assert _verdict(a) == ("failed", "data_exhausted")
     f = next(f for f in a.diagnosis.findings if f.code == "CRASH001")
     assert "train_data_dir must be the parent" in f.message and f.evidence[0].where == "line 4"
+
+
+def test_distributed_and_rollout_engine_start_up_failures(tmp_path: Path):
+    # https://github.com/vllm-project/vllm/issues/2418 (title, the message whole): the engine's KV cache is smaller
+    # than one sequence of max_model_len
+    a = _run_in(tmp_path, 0, "ValueError: The model's max seq len (4096) is larger than the maximum number of tokens "
+                             "that can be stored in KV cache (3664). Try increasing `gpu_memory_utilization` or "
+                             "decreasing `max_model_len` when initializing the engine.\n")
+    assert _verdict(a) == ("failed", "out_of_memory")
+    f = next(f for f in a.diagnosis.findings if f.code == "CRASH001")
+    assert f.confidence == 0.65 and "max_model_len" in " ".join(f.remedies)
+    # https://github.com/sahil280114/codealpaca/issues/14 (title): DeepSpeed's batch arithmetic
+    b = _run_in(tmp_path, 1, "AssertionError: Check batch related parameters. train_batch_size is not equal to "
+                             "micro_batch_per_gpu * gradient_acc_step * world_size 256 != 8 * 1 * 8\n")
+    f = next(f for f in b.diagnosis.findings if f.code == "CRASH001")
+    assert "batch sizes do not multiply up" in f.title and '"auto"' in " ".join(f.remedies)
+    assert _verdict(b) == ("failed", "crash")
