@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 
 from autopsy.causes import DAMAGE, PRIOR, explains
-from autopsy.metrics import PRIMARY_LOSSES, loss_like, stand_in_losses
+from autopsy.metrics import PRIMARY_LOSSES, UNNAMED_COLUMN, loss_like, stand_in_losses
 from autopsy.model import (
     CONDITIONAL_REMEDY,
     ROOT_CAUSES,
@@ -198,15 +198,23 @@ def _unexplained(serious: list[Finding], top: _Cause) -> list[Finding]:
     return [f for f in serious if id(f) not in got and f.root_cause != top.root_cause and f.symptom]
 
 
+def _unnamed_only(run: Run) -> bool:
+    """Every series read is a headerless table's column: numbers whose meaning the log does not give, no evidence of
+    health (a NaN among them is NUM001's, and that is judged)."""
+    metrics = run.metrics()
+    return bool(metrics) and all(UNNAMED_COLUMN.match(m) for m in metrics)
+
+
 def _nothing_to_judge(run: Run) -> bool:
-    return run.scalars.empty and not run.events and not run.checkpoints
+    return (run.scalars.empty or _unnamed_only(run)) and not run.events and not run.checkpoints
 
 
 def _nothing_headline(run: Run) -> str:
     """Say plainly what was looked at, so "nothing to judge" is never read as "something is wrong"."""
     read = [a.path for a in run.artifacts if a.status in ("read", "partial") and a.kind not in ("ignored", "skipped")]
     other = [a.path for a in run.artifacts if a.status in ("ignored", "unreadable") or a.kind in ("ignored", "skipped")]
-    parts = ["Nothing to judge: no training metrics, log events or checkpoints were found"]
+    parts = ["Nothing to judge: no training metrics, log events or checkpoints were found"
+             + (" (only unnamed columns of numbers, whose meaning the log does not give)" if _unnamed_only(run) else "")]
     if read:
         parts.append(f"read {len(read)} file(s) ({', '.join(read[:4])}{', ...' if len(read) > 4 else ''})"
                      + (f", {len(run.config.keys())} config fact(s)" if run.config.keys() else ""))

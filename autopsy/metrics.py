@@ -99,6 +99,11 @@ def canonical(key: str) -> str:
     return k
 
 
+#: a headerless table's column as the text reader names it (``autopsy.ingest.text_formats.parse_columns``): a value
+#: whose meaning the log does not give
+UNNAMED_COLUMN = re.compile(r"column \d+$")
+
+
 #: names of a loss that is the sum of a run's terms (detection, TTS, multi-task trainers): the run's loss when it
 #: logs no ``loss`` itself (``autopsy.ingest.base.RunBuilder``)
 TOTAL_LOSS_NAMES = frozenset({"total_loss", "total loss", "totalloss", "loss_total", "total_losses", "losses",

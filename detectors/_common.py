@@ -16,7 +16,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from autopsy.metrics import LOSS_PART, loss_like
+from autopsy.metrics import LOSS_PART, UNNAMED_COLUMN, loss_like
 from autopsy.model import Checkpoint, Event, Evidence, Run
 from detectors.knobs import HF_FRAMEWORKS
 
@@ -573,10 +573,6 @@ def _went_nonfinite(run: Run, metric: str) -> bool:
     if len(pts) >= 2 and not pts.finite.any() and UNNAMED_COLUMN.match(metric):
         return True  # a headerless table's column NaN at every row: whatever it holds, the paste may start mid-run
     return len(pts) >= 2 and bool(pts.finite[0]) and not bool(pts.finite.all())
-
-
-#: a headerless table's column as the text reader names it (``autopsy.ingest.text_formats.parse_columns``)
-UNNAMED_COLUMN = re.compile(r"column \d+$")
 
 
 #: share of non-finite grad_norm logs above which skipped steps are the run, not a blip
