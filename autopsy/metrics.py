@@ -104,6 +104,11 @@ def canonical(key: str) -> str:
 UNNAMED_COLUMN = re.compile(r"column \d+$")
 
 
+def unnamed_column(i: int) -> str:
+    """The name of a headerless table's i-th column (1-based; the first is the step): what UNNAMED_COLUMN matches."""
+    return f"column {i}"
+
+
 #: names of a loss that is the sum of a run's terms (detection, TTS, multi-task trainers): the run's loss when it
 #: logs no ``loss`` itself (``autopsy.ingest.base.RunBuilder``)
 TOTAL_LOSS_NAMES = frozenset({"total_loss", "total loss", "totalloss", "loss_total", "total_losses", "losses",

@@ -190,16 +190,17 @@ def points(run: Run, metric: str) -> Series:
     return Series(run, arr.steps, arr.values, arr.rows)
 
 
-#: a held-out copy of a metric (``val_loss``, ``giou_val_loss``, ``test/loss``, ``eval_nll``, ``valid CER``)
 #: the NLL/cross-entropy range check refusing a class label (aten LossNLL.cpp's "Target 5 is out of bounds.", its CUDA
-#: kernels' and TH's ClassNLLCriterion's "Assertion `t >= 0 && t < n_classes` failed"): VOCAB001 names it, CRASH001
-#: leaves the exception to it
+#: kernels' and TH's ClassNLLCriterion's "Assertion `t >= 0 && t < n_classes` failed", TensorFlow's sparse softmax
+#: "Received a label value of 10 which is outside the valid range of [0, 10)"): VOCAB001 names it, CRASH001 leaves the
+#: exception to it
 CLASS_LABEL_RE = re.compile(r"\b(?:Target|Received a label value of) (-?\d+) (?:(?:is )?out of bounds|which is outside "
                             r"the valid range)|Assertion \W{0,2}(?:cur_target|t) >= 0 && "
                             r"(?:cur_target|t) < n_classes\W{0,2} failed")
 #: TensorFlow's gather refusing an index (an embedding lookup's GatherV2/ResourceGather): "indices[5,3] = 30522 is not in
 #: [0, 30522)"
 TF_GATHER_RE = re.compile(r"\bindices\[[\d,]+\] = -?\d+ is not in \[0, \d+\)")
+#: a held-out copy of a metric (``val_loss``, ``giou_val_loss``, ``test/loss``, ``eval_nll``, ``valid CER``)
 HELD_OUT = re.compile(r"(?i)(?:^|[/_.\s-])(?:eval|val|valid|validation|test|dev)(?:$|[/_.\s-])")
 
 

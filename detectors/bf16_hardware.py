@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from autopsy.model import Evidence, Finding, Run
+from autopsy.model import Event, Evidence, Finding, Run
 from detectors._facts import event_evidence, fact_bool, fact_evidence, fact_str, matching_events
 
 CODE = "HW001"
@@ -93,8 +93,9 @@ def detect(run: Run) -> Iterable[Finding]:
         )
         return
     if not errors:
-        yield from _cublas_bf16(run, old_gpu, new_gpu, requested)
-        if requested and old_gpu and not matching_events(run, "bf16_unsupported", CUBLAS_BF16_RE):
+        cublas = [e for e in matching_events(run, "bf16_unsupported", CUBLAS_BF16_RE) if e.kind != "bf16_unsupported"]
+        yield from _cublas_bf16(cublas, old_gpu, new_gpu, requested)
+        if requested and old_gpu and not cublas:
             yield from _requested_on_old(requested, old_gpu)
         return
     if errors:
@@ -126,9 +127,9 @@ def _requested_on_old(requested: Evidence, old_gpu: tuple) -> Iterable[Finding]:
     )
 
 
-def _cublas_bf16(run: Run, old_gpu: tuple | None, new_gpu: tuple | None, requested: Evidence | None) -> Iterable[Finding]:
-    """A bf16 matmul refused by cuBLAS mid-run: no bf16 on the card, unless the card is Ampere or newer."""
-    hits = [e for e in matching_events(run, "bf16_unsupported", CUBLAS_BF16_RE) if e.kind != "bf16_unsupported"]
+def _cublas_bf16(hits: list[Event], old_gpu: tuple | None, new_gpu: tuple | None,
+                 requested: Evidence | None) -> Iterable[Finding]:
+    """A bf16 matmul refused by cuBLAS mid-run (``hits``): no bf16 on the card, unless the card is Ampere or newer."""
     if not hits or new_gpu:
         return  # on an Ampere-or-newer card the refusal is cuBLAS's or the build's: CRASH001 keeps it
     e = hits[0]

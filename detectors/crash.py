@@ -186,11 +186,13 @@ def _nothing_planned(run: Run) -> Finding | None:
     evs = run.events_of("zero_plan")
     if not evs or any(loss_like(m) for m in run.metrics()):
         return None  # losses were logged: something trained (a banner of another phase, a resumed run)
+    def said_by(e: Event) -> str:
+        return str(e.data.get("said") or e.message.strip())[:160]
+
     data = [e for e in evs if e.data.get("what") in ("examples", "batches")]
     ev = (data or evs)[0]
-    said = str(ev.data.get("said") or ev.message.strip())[:160]
-    evidence = [event_evidence(e, f"at start-up: \"{str(e.data.get('said') or e.message.strip())[:160]}\"")
-                for e in (data + [e for e in evs if e not in data])[:3]]
+    said = said_by(ev)
+    evidence = [event_evidence(e, f"at start-up: \"{said_by(e)}\"") for e in (data + [e for e in evs if e not in data])[:3]]
     if data:
         return Finding(
             code=CODE, name=SLUG, root_cause="data_exhausted", severity="error", confidence=0.8,
@@ -682,7 +684,7 @@ NAMED_CAUSES: tuple[tuple[re.Pattern[str], str, float, str, str, str, tuple[str,
      ("Check torch.cuda.is_available() and nvidia-smi first: with no GPU visible (a CPU-only torch, "
       "CUDA_VISIBLE_DEVICES) every module is dispatched to the CPU.",
       "Otherwise the card is too small for this model at this precision: load it in 4-bit instead of 8-bit, pick a "
-      "smaller model or a larger GPU, free the GPU of other processes, or pass max_memory={{0: '...'}} / a device_map "
+      "smaller model or a larger GPU, free the GPU of other processes, or pass max_memory={0: '...'} / a device_map "
       "with llm_int8_enable_fp32_cpu_offload=True to offload on purpose.")),
     # vLLM sizing its KV cache from the GPU memory left to it (a rollout engine in RL fine-tuning, an evaluation or serving
     # process): "The model's max seq len (32768) is larger than the maximum number of tokens that can be stored in KV
@@ -707,7 +709,7 @@ def _named_cause(fatal: Event, at: str, evidence: list[Evidence], text: str) -> 
         if m is not None:
             return Finding(code=CODE, name=SLUG, root_cause=cause, severity="error", confidence=confidence,
                            title=title.format(at=at), message=meaning.format(said=m[0][:160]),
-                           first_step=fatal.step, evidence=evidence, remedies=[r.format() for r in remedies],
+                           first_step=fatal.step, evidence=evidence, remedies=list(remedies),
                            basis="direct", symptom=symptom)
     return None
 

@@ -51,13 +51,13 @@ def detect(run: Run) -> Iterable[Finding]:
     if not warnings:
         return
     held = [m for m in run.metrics() if (m == "eval_loss" or HELD_OUT.search(m) is not None) and loss_like(m)]
-    never = [(m, p) for m in held if len(p := points(run, m)) and not p.finite.any()]
+    logged = [(m, p) for m in held if len(p := points(run, m))]
+    never = [(m, p) for m, p in logged if not p.finite.any()]
     if not never:
         return
-    if len(never) < len([m for m in held if len(points(run, m))]):
+    if len(never) < len(logged):
         return  # another held-out loss has finite values: the evaluation had batches
-    train = [points(run, m) for m in run.metrics()
-             if loss_like(m) and m not in held and HELD_OUT.search(m) is None]
+    train = [points(run, m) for m in run.metrics() if loss_like(m) and m not in held]
     if any(len(p) and not p.finite.all() for p in train):
         return  # the training went non-finite too: NUM001 and the causes of that
     metric, pts = never[0]

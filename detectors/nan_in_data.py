@@ -30,6 +30,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from autopsy.metrics import UNNAMED_COLUMN
 from autopsy.model import Evidence, Finding, Run
 from detectors._common import (
     FP16_MAX,
@@ -269,7 +270,7 @@ NOT_A_TERM = re.compile(r"(?i)^(?:loss|total_loss|eval_.*|val_.*|test_.*)$|lr|le
                         # rewards/chosen): NaN whenever a batch holds none of that subset, whatever the data's values
                         r"logps|logits|reward|margin|chosen|rejected|perplexity|ppl|(?:^|/)kl$|"
                         # a headerless table's columns ("column 2"): nothing says which is a loss term
-                        r"^column \d+$")
+                        r"^" + UNNAMED_COLUMN.pattern)
 #: quality metrics, no head of the model: SuperPoint's precision is NaN as the mean of no detections (its loss went NaN
 #: at the same log, rpautrat/SuperPoint#296), not a term whose inputs are broken
 QUALITY_METRIC = re.compile(r"(?i)(?:^|[/_.\s])(?:precision|recall|f1|fscore|f_score|m?ap(?:50|75)?|auc|bleu|rouge\w*|wer|"

@@ -57,6 +57,7 @@ from autopsy.ingest.text_metrics import (
     literal_positions,
     loss_key_metric,
 )
+from autopsy.metrics import unnamed_column
 
 
 def _mark(st: StepState, steps: StepMarks, used: Used, pos: int, step: int, framework: str | None = None) -> None:
@@ -1218,7 +1219,7 @@ def parse_counter_csv(text: bytes, first_line: int, st: StepState, out: Collecto
     if steps:
         return
     rows = [r for r in _counter_rows(text) if not used.covers(r[0], line_end(text, r[0]))]
-    if len(rows) < MIN_COLUMN_ROWS or any(b[1] <= a[1] for a, b in zip(rows, rows[1:])):
+    if len(rows) < MIN_COLUMN_ROWS or not _rising([step for _, step, _ in rows]):
         return
     lines = Lines(text, first_line)
     for ls, step, cells in rows:
@@ -1226,14 +1227,13 @@ def parse_counter_csv(text: bytes, first_line: int, st: StepState, out: Collecto
         for i, raw in enumerate(cells, start=2):
             value = _num(raw.strip())
             if value is not None:
-                out.add(step, f"column {i}", value, line)
+                out.add(step, unnamed_column(i), value, line)
         _mark(st, steps, used, ls, step)
 
 
-def _rising_first(run: list[re.Match[bytes]]) -> bool:
-    """The first column of a headerless run counts up, row by row: a step, not an epoch repeated over its rows."""
-    firsts = [int(m[1]) for m in run]
-    return all(b > a for a, b in zip(firsts, firsts[1:]))
+def _rising(counts: list[int]) -> bool:
+    """A headerless run's counter counts up, row by row: a step, not an epoch repeated over its rows."""
+    return all(b > a for a, b in zip(counts, counts[1:]))
 
 
 def parse_columns(text: bytes, first_line: int, st: StepState, out: Collector,
@@ -1285,12 +1285,12 @@ def parse_columns(text: bytes, first_line: int, st: StepState, out: Collector,
                     if all(_aligned(text, m, offsets) for m in run):
                         names, starts = cand, offsets
         if names is None:
-            if len(run) < MIN_COLUMN_ROWS or (ncols > 2 and (hm is not None or not _rising_first(run))):
+            if len(run) < MIN_COLUMN_ROWS or (ncols > 2 and (hm is not None or not _rising([int(m[1]) for m in run]))):
                 run.clear()
                 return  # more columns under a header whose words do not map to them: not guessed
             # a headerless run: two columns are "step loss"; more keep their places ("column 2"...), which NUM001
             # reads when nothing else names a loss (a value that was finite and went NaN, T2T-ViT's summary.csv)
-            names = ["step", "loss"] if ncols == 2 else ["step"] + [f"column {i}" for i in range(2, ncols + 1)]
+            names = ["step", "loss"] if ncols == 2 else ["step"] + [unnamed_column(i) for i in range(2, ncols + 1)]
         elif len(run) < MIN_HEADED_ROWS and not any(is_loss_like(n) for n in names[1:]):
             run.clear()
             return  # one row under a header needs a loss column (fastai's "epoch train_loss valid_loss ..." at epoch 0)
@@ -1888,8 +1888,8 @@ def parse_epoch_batch(text: bytes, first_line: int, st: StepState, out: Collecto
         pairs = [(k, v) for k, v in generic_pairs(rest) if k.lower() not in ("epoch", "batch")]
         group = _LOSSES_GROUP.search(rest)
         if group is not None:  # "[Losses: x nan, y nan, ..., total nan]": the group's keys are loss terms
-            inside = generic_pairs(rest[group.end():group.end() + (rest.find(b"]", group.end()) - group.end()
-                                                                    if b"]" in rest[group.end():] else 4000)])
+            close = rest.find(b"]", group.end())
+            inside = generic_pairs(rest[group.end():close if close >= 0 else len(rest)])
             names = {k for k, _ in inside if not is_loss_like(k) and not _QUALITY_KEY.search(k)}
             pairs = [(f"{k}_loss" if k in names else k, v) for k, v in pairs]
         if not any(is_loss_like(k) for k, _ in pairs):

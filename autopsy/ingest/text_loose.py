@@ -308,8 +308,8 @@ def _bare_nonfinite(text: bytes, row: tuple[int, int, list, int | None]) -> bool
     line = text[row[0]:line_end(text, row[1])]
     if _BARE_NONFINITE.match(line) is not None:
         return True
-    # not an evaluation's or a best-so-far line ("Best validation at epoch 0: Average loss: inf", an initial best)
-    # ... or the line opens with its counter, the pair in words (DeepSpeed-Chat's "Epoch 1/1 with loss inf")
+    # a ':'/'=' pair, or a line opening with its counter and giving the pair in words (DeepSpeed-Chat's "Epoch 1/1 with
+    # loss inf"); not an evaluation's or a best-so-far line ("Best validation at epoch 0: Average loss: inf")
     return ((_SEP_PAIR.match(text, row[1]) is not None or _LEADING_COUNTER.match(text, row[0], row[1]) is not None)
             and _HELD_OUT_WORDS.search(line) is None
             and (_EPOCH.search(line) is not None or _COUNTER.search(line) is not None))

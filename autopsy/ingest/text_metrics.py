@@ -632,9 +632,9 @@ _EPOCH_BEFORE = re.compile(rb"\b[Ee](?:poch|POCH)\b\W{0,3}(\d+)")
 #: an epoch header alone on its line (Keras and Paddle hapi ``Epoch 2/10``), over the ``step 10/938 - loss: ...`` rows
 #: under it
 _EPOCH_HEADER = re.compile(rb"(?m)^[ \t]*Epoch:? (\d+)/\d+[ \t]*\r?$")
-#: (a key and its value may be quoted: PaddleDetection's static trainer prints ``'loss_cls': '1.144142'``)
 #: a key of one word, or two with ':'/'=', or a split word and a metric word, or the two-word names of the LR and the
 #: gradient norm (mlx-lm's "Iter 10: Train loss 2.345, Learning Rate 1.000e-05, It/sec 1.2", mlx_lm/tuner/trainer.py)
+#: (a key and its value may be quoted: PaddleDetection's static trainer prints ``'loss_cls': '1.144142'``)
 _GENERIC_PAIR = re.compile(
     rb"(?<![\w/.-])(?:((?:[Tt]rain|[Vv]al|[Vv]alid|[Ee]val|[Tt]est|lm) [A-Za-z][\w/.-]{0,20}|[Ll]earning [Rr]ate|"
     rb"[Gg]rad(?:ient)? [Nn]orm)\s*(?:[:=]\s*|\s)|"
