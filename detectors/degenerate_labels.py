@@ -73,8 +73,57 @@ def _perfect(values: np.ndarray) -> np.ndarray:
     return values >= full * (1 - 5e-5)
 
 
+#: a pixel accuracy (mmseg ``decode.acc_seg``, ``pixel_acc``): over every labelled pixel of a batch, so a perfect score
+#: at the first logs means one class among the pixels, whatever the loss does (a classifier's batch of 32 images can
+#: score 100% early on an easy task; the millions of pixels of a segmentation batch cannot)
+_PIXEL_ACC = re.compile(r"(?i)(?:^|[/._\s-])(?:acc_seg|pixel_acc|pix_acc)$")
+#: ... when its first log comes within this many iterations
+PIXEL_EARLY_STEPS = 1000
+
+
+def _pixels_perfect_from_start(run: Run, train: list[str]) -> Finding | None:
+    """A training pixel accuracy perfect at every log, from a first log at the run's start (mmsegmentation#2125:
+    ``decode.acc_seg: 100.0000`` at iteration 100 of 94000, reduce_zero_label making the background 255 (ignored)
+    and the only foreground class 0)."""
+    for metric in train:
+        if not _PIXEL_ACC.search(metric.strip()):
+            continue
+        acc = points(run, metric).finite_only()
+        if not len(acc) or acc[0].step > PIXEL_EARLY_STEPS or not starts_at_start(acc):
+            continue
+        perfect = acc.values >= 100.0 * (1 - 5e-7) if float(acc.values.max()) > 1.5 else acc.values >= 1.0 - 5e-7
+        if not bool(perfect.all()):
+            continue
+        first, last = acc[0], acc[-1]
+        evidence = [first.evidence(f"{metric} = {fmt(first.value)} at step {first.step}, the first log: every labelled "
+                                   "pixel of the batch right")]
+        if len(acc) > 1:
+            evidence.append(last.evidence(f"{metric} = {fmt(last.value)} at step {last.step}: perfect at all "
+                                          f"{len(acc)} logs"))
+        return Finding(
+            code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.55,
+            title=f"Pixel accuracy {fmt(first.value)} from step {first.step}: the masks hold one class",
+            message=(f"{metric} is a perfect score at {'its only log' if len(acc) == 1 else f'every one of its {len(acc)} logs'}"
+                     f", from step {first.step}. A segmentation model is not right on every pixel of a batch this early: "
+                     "the loaded masks hold one class among their labelled pixels (the rest ignored), so there is "
+                     "nothing to tell apart. mmseg's reduce_zero_label=True does this to a binary dataset: background 0 "
+                     "becomes 255 (ignored) and the foreground becomes class 0."),
+            first_step=first.step, evidence=evidence, basis="inferred", symptom="trivial_task",
+            remedies=["Print the unique values of a few masks as the pipeline loads them (after LoadAnnotations): two "
+                      "values or more besides the ignore index are needed.",
+                      "mmsegmentation, binary masks of 0/1: reduce_zero_label=False (with num_classes=2, or num_classes=1 "
+                      "and a sigmoid loss such as use_sigmoid=True / LovaszLoss loss_type='binary'); masks saved as 0/255 "
+                      "need mapping to 0/1 first."],
+        )
+    return None
+
+
 def detect(run: Run) -> Iterable[Finding]:
     train, held = _accuracy_metrics(run)
+    pixels = _pixels_perfect_from_start(run, train)
+    if pixels is not None:
+        yield pixels
+        return
     loss = points(run, "loss").finite_only()
     if not train or len(loss) < 2 or float(loss.values[-1]) > ZERO_LOSS:
         return

@@ -34,12 +34,14 @@ from autopsy.metrics import UNNAMED_COLUMN
 from autopsy.model import Evidence, Finding, Run
 from detectors._common import (
     FP16_MAX,
+    HELD_OUT,
     Onset,
     bf16_or_fp32,
     count_of,
     event_evidence,
     fmt,
     fp16_signals,
+    latest_attempt,
     nonfinite_onset,
     onset_at,
     points,
@@ -87,7 +89,7 @@ def detect(run: Run) -> Iterable[Finding]:
         warned.first_step = calm.first_step if warned.first_step is None else warned.first_step
     found = warned or calm
     if found is None and onset is not None:
-        found = _named_input_nan(run, onset) or _one_term_nan(run, onset)
+        found = _named_input_nan(run, onset) or _one_term_nan(run, onset) or _early_box_nan(run, onset)
     if found is None:
         found = _rejected_losses(run)
     if found is not None:
@@ -265,7 +267,7 @@ def _rejected_losses(run: Run) -> Finding | None:
 
 #: metrics that are not loss terms (rates, norms, timings, throughput, accuracy, counters)
 NOT_A_TERM = re.compile(r"(?i)^(?:loss|total_loss|eval_.*|val_.*|test_.*)$|lr|learning_rate|grad|norm|time|cost|eta|mem|"
-                        r"ips|epoch|acc|speed|token|sample|throughput|scale|step|iter|fg|bg|"
+                        r"ips|epoch|acc|speed|token|sample|throughput|scale|step|iter|(?:^|_)it$|fg|bg|"
                         # statistics over a subset of the batch (preference/RL trainers: TRL's logps/rejected,
                         # rewards/chosen): NaN whenever a batch holds none of that subset, whatever the data's values
                         r"logps|logits|reward|margin|chosen|rejected|perplexity|ppl|(?:^|/)kl$|"
@@ -347,6 +349,91 @@ def _one_term_nan(run: Run, onset: Onset) -> Finding | None:
                       "indices."],
         )
     return None
+
+
+#: a box detector non-finite within this many iterations of the (latest) attempt's start, ...
+EARLY_BOX_STEPS = 1000
+#: ... after at most this many finite logs of the failing series, ...
+EARLY_BOX_LOGS = 2
+#: ... with the learning rate constant up to it (no warmup ramp) and no higher than the SGD rate detection recipes use
+#: for 16 images (Faster R-CNN 0.02; RetinaNet 0.01)
+EARLY_BOX_MAX_LR = 0.02
+
+
+def _early_box_nan(run: Run, onset: Onset) -> Finding | None:
+    """A box detector (a box-regression term among its losses) non-finite at one of its first logs, at a constant,
+    modest learning rate: there were too few updates of too small a size for the optimisation to have blown up, and
+    the classic cause is the annotations (jwyang/faster-rcnn.pytorch#75, #336, #548, #797: 0-based VOC coordinates
+    that the loader's ``- 1`` turns into 65535 in uint16, boxes with x2 <= x1). Every term may be NaN at once here:
+    the logs are 100 iterations apart, time enough for one bad box to spread to the whole model."""
+    if onset.step is None or onset.step > EARLY_BOX_STEPS or HELD_OUT.search(onset.metric):
+        return None
+    boxes = sorted(m for m in run.metrics() if is_box_regression(m))
+    if not boxes or fp16_signals(run):
+        return None
+    pts = latest_attempt(points(run, onset.metric))
+    bad = np.flatnonzero(~pts.finite)
+    if not bad.size or bool(pts.finite[: int(bad[0])].sum() > EARLY_BOX_LOGS):
+        return None
+    first = pts[int(bad[0])]
+    # the terms at that log: a box term finite there puts the NaN elsewhere (a total with a weight-decay term NaN while
+    # every printed term is finite, tf-faster-rcnn#458: the weights'); a box term NaN beside a finite term is the boxes'
+    at: dict[str, bool] = {}
+    box_bad = None  # a box term's non-finite point at that log
+    for m in run.metrics():
+        if m == onset.metric or NOT_A_TERM.search(m) or QUALITY_METRIC.search(m):
+            continue
+        tp = latest_attempt(points(run, m))
+        hit = np.flatnonzero(tp.steps == first.step)
+        if hit.size:
+            at[m] = bool(tp.finite[int(hit[-1])])
+            if m in boxes and not at[m] and box_bad is None:
+                box_bad = (m, tp[int(hit[-1])])
+    if any(m in at for m in boxes) and all(at.get(m, True) for m in boxes):
+        return None
+    partial = any(m in at and not at[m] for m in boxes) and any(at.values())
+    lr = latest_attempt(points(run, "learning_rate")).finite_only().before(first.step, inclusive=True)
+    # constant: seen at two logs or more, or at one when the box term alone broke at it
+    if (len(lr) < (1 if partial else 2) or float(lr.values.max()) != float(lr.values.min())
+            or float(lr.values.max()) > EARLY_BOX_MAX_LR):
+        return None
+    n_before = int(bad[0])
+    at_start = n_before == 0 and first.step == 0
+    evidence = [first.evidence(f"{onset.metric} = {fmt(first.value)} at step {first.step}, "
+                               + ("its first log: before any update" if at_start else "the first log read" if not
+                                  n_before else f"after {count_of(n_before, 'finite log')}")),
+                lr[-1].evidence(f"learning rate {fmt(lr[-1].value)}, constant over the {len(lr)} logs up to it (no "
+                                "warmup ramp)" if len(lr) > 1 else f"learning rate {fmt(lr[-1].value)} at step {lr[-1].step}")]
+    if partial and box_bad is not None:
+        fine = [m for m, ok in at.items() if ok]
+        evidence.insert(1, box_bad[1].evidence(f"{box_bad[0]} = {fmt(box_bad[1].value)} at step {first.step} while "
+                                               f"{', '.join(fine[:3])} {'is' if len(fine) == 1 else 'are'} finite"))
+    if n_before:
+        evidence.insert(1, pts[n_before - 1].evidence(f"{onset.metric} {fmt(pts[n_before - 1].value)} at step "
+                                                      f"{pts[n_before - 1].step}"))
+    return Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.55 if at_start else 0.5,
+        title=(f"The box detector is non-finite at step {first.step} ("
+               + ("its first log" if at_start else "the first log read" if not n_before else
+                  f"after {count_of(n_before, 'finite log')}")
+               + f"), at {'a constant ' if len(lr) > 1 else ''}lr {fmt(lr[-1].value)}: suspect the box annotations"),
+        message=(f"{onset.metric} is non-finite at step {first.step} with the learning rate "
+                 + (f"constant at {fmt(lr[-1].value)} (no warmup ramp" if len(lr) > 1 else f"at {fmt(lr[-1].value)} (")
+                 + ", not above the SGD rate detection recipes use for 16 images) and box-regression terms "
+                 f"({', '.join(boxes[:3])}) in the loss"
+                 + (f"; {box_bad[0]} broke while other terms stayed finite. " if partial and box_bad else ". ")
+                 + ("A NaN at the first log comes before any update, so not from the step size. " if at_start else
+                    "So few updates of that size rarely blow a detector up. ")
+                 + "The usual cause is a box the regression cannot encode: VOC-style loaders subtract 1 from 1-based "
+                   "coordinates and keep boxes in uint16, so a 0 coordinate wraps to 65535; boxes with x2 <= x1 or "
+                   "outside the image give log-space targets of -inf."),
+        first_step=first.step, evidence=evidence, basis="inferred", symptom="nonfinite_loss",
+        remedies=["Validate the annotations before training: every box with 0 <= x1 < x2 <= width and 0 <= y1 < y2 <= "
+                  "height, after any flip or resize; drop or fix the others. With 0-based VOC coordinates, remove the "
+                  "'- 1' in the loader (py-faster-rcnn/faster-rcnn.pytorch datasets/pascal_voc.py).",
+                  "Tell it from the learning rate: rerun with the LR divided by 10; a NaN at the same early iterations "
+                  "follows the data."],
+    )
 
 
 def _named_input_nan(run: Run, onset: Onset) -> Finding | None:

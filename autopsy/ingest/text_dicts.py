@@ -524,6 +524,8 @@ def parse_dicts(text: bytes, first_line: int, st: StepState, out: Collector,
     prev_end = 0
     if b"{'" in text:
         parts = _DICT_SPLIT.split(text)
+        if len(parts) > 1 and b"loss_dict = {" in text:
+            parts = _without_d2_loss_dicts(parts)
         bodies = parts[1::2]
         if bodies:
             prev_end = _records(text, first_line, parts, bodies, st, out, steps, used)
@@ -532,6 +534,19 @@ def parse_dicts(text: bytes, first_line: int, st: StepState, out: Collector,
         tail = rx.match(text, prev_end)
         if tail is not None:
             st.last_bar, st.last_bar_total = int(tail[1]), tail[2] if not st.train_total else st.train_total
+
+
+def _without_d2_loss_dicts(parts: list[bytes]) -> list[bytes]:
+    """``parts`` (text, record, text, ...) with detectron2's ``loss_dict = {...}`` records folded into the text around
+    them: the detectron2 parser reads them at the iteration its ``FloatingPointError`` names, where a record here would
+    take the step of a record count or a bar."""
+    out = [parts[0]]
+    for i in range(1, len(parts), 2):
+        if out[-1].endswith(b"loss_dict = "):
+            out[-1] += parts[i] + parts[i + 1]
+        else:
+            out += (parts[i], parts[i + 1])
+    return out
 
 
 def _records(text: bytes, first_line: int, parts: list[bytes], bodies: list[bytes], st: StepState,

@@ -93,7 +93,9 @@ _D2 = re.compile(rb"\biter: (\d+)  ([^\n\r]{0,4000})")
 _D2_PAIR = re.compile(rb"([A-Za-z_][\w/.]{0,60}): (" + NUM + rb")(?![\w.])")
 _D2_SKIP = {b"time", b"data_time", b"eta", b"max_mem", b"epoch"}
 _D2_LOSS_DICT = re.compile(rb"loss_dict = \{([^\n\r]{0,4000})\}")
-_D2_TENSOR = re.compile(rb"'([\w/.]{1,60})': tensor\((" + NUM + rb")")
+#: a term's value: a tensor (detectron2 0.1-0.2: ``tensor(nan, device='cuda:0', ...)``), a float (``metrics_dict`` of
+#: later releases: ``nan``, ``inf``) or its NumPy 2 repr (``np.float64(nan)``)
+_D2_TENSOR = re.compile(rb"'([\w/.]{1,60})': (?:tensor\(|np\.float(?:16|32|64)\()?(" + NUM + rb")")
 _D2_NAN_AT = re.compile(rb"Loss became infinite or NaN at iteration=(\d+)")
 _D2_KEYS = {"total_loss": "loss"}
 

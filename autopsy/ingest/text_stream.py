@@ -72,6 +72,27 @@ def unpad_nonfinite(data: bytes) -> bytes:
     return _X_PADDED.sub(_blank_pad, data)
 
 
+#: a Markdown (or e-mail) quote marker at a line's start: ``> `` before every line of a log pasted into an issue
+#: reply, nested as ``> > ``; only after a line break (literal-led: a chunk without one pays a memchr)
+_QUOTED = re.compile(rb"\n((?:>[ \t]?)+)")
+_QUOTED_FIRST = re.compile(rb"(?:>[ \t]?)+")
+
+
+def _blank_quote(m: re.Match[bytes]) -> bytes:
+    return b"\n" + b" " * len(m[1])
+
+
+def unquote(data: bytes, first: bool = False) -> bytes:
+    """``data`` with the quote markers at line starts as spaces (the same length, so offsets hold): the indented
+    detail lines a loop prints under its step line read as they were printed. ``first``: ``data`` starts a line."""
+    if first and data[:1] == b">":
+        m = _QUOTED_FIRST.match(data)
+        data = b" " * m.end() + data[m.end():]
+    if b"\n>" not in data:
+        return data
+    return _QUOTED.sub(_blank_quote, data)
+
+
 def _last_break(buf: bytes | bytearray) -> int:
     return max(buf.rfind(b"\n"), buf.rfind(b"\r"))
 
@@ -112,7 +133,7 @@ def iter_chunks(fh: BinaryIO, block_bytes: int = BLOCK_BYTES, line_cap: int = LI
                 return
             continue
         nul = buf.count(b"\x00") if b"\x00" in buf else 0  # the test is a memchr: most blocks have none
-        text = unpad_nonfinite(ascii_punctuation(strip_ansi(bytes(buf))))
+        text = unquote(unpad_nonfinite(ascii_punctuation(strip_ansi(bytes(buf)))), line_no == 1)
         if nul:
             text = text.replace(b"\x00", b"")
         yield Chunk(text, line_no, truncated, nul if nul > len(buf) * NUL_FRACTION else 0)
