@@ -34,6 +34,7 @@ from autopsy.ingest.text_metrics import (
     StepState,
     Used,
     _bar_last_for,
+    has,
     is_loss_like,
     key_str,
     newline_offsets,
@@ -524,7 +525,7 @@ def parse_dicts(text: bytes, first_line: int, st: StepState, out: Collector,
     prev_end = 0
     if b"{'" in text:
         parts = _DICT_SPLIT.split(text)
-        if len(parts) > 1 and b"loss_dict = {" in text:
+        if len(parts) > 1 and has(text, b"loss_dict = {"):
             parts = _without_d2_loss_dicts(parts)
         bodies = parts[1::2]
         if bodies:
