@@ -264,6 +264,10 @@ def _darknet_regions(run: Run) -> Finding | None:
     return None
 
 
+#: the summary's zero average in a fp16 run, no masking warning read: float16 overflow, at the bar for a verdict
+FP16_SUMMARY_ZERO_CONFIDENCE = 0.5
+
+
 def _summary_zero(run: Run) -> Finding | None:
     """No per-step loss read, and the run's own summary says its training loss averaged exactly 0.0 (the HF Trainer's
     ``train_loss = 0.0`` after epochs of training, llamafactory#4278): every step's loss was 0 (nothing supervised) or
@@ -285,12 +289,18 @@ def _summary_zero(run: Run) -> Finding | None:
     if fp16:
         remedies.insert(0, "The run trained in fp16: rerun in bf16 (or fp32) on the same data; models trained in bf16 "
                            "(Qwen2, Llama 3) overflow fp16's 65504 and their NaN steps are averaged as 0.")
+    # in fp16 the NaN reading leads: bf16-pretrained models (Qwen2, Llama 3, Gemma) overflow float16's 65504 in their
+    # activations, and a run whose every step is NaN averages to 0 (llamafactory#4278, QwenLM/Qwen3#670); a template
+    # that masks every label is the other reading, and it usually prints a warning of its own (LBL001's events)
     return Finding(
-        code=CODE, name=SLUG, root_cause=None, severity="error", confidence=0.45,
-        title="The run's average training loss is exactly 0.0",
+        code=CODE, name=SLUG, root_cause="fp16_overflow" if fp16 else None, severity="error",
+        confidence=FP16_SUMMARY_ZERO_CONFIDENCE if fp16 else 0.45,
+        title="The run's average training loss is exactly 0.0" + (" in fp16: NaN steps averaged as 0" if fp16 else ""),
         message=("No per-step loss was read, and the run's summary gives train_loss = 0.0: a language or vision model's "
                  "loss is never exactly 0 on average, so every step's loss was 0 (nothing supervised) or non-finite and "
-                 "hidden as 0" + (" (the run used fp16)" if fp16 else "") + "."),
+                 "hidden as 0" + (". The run used fp16, where a model pretrained in bf16 overflows float16's range; no "
+                                  "warning read says the labels were masked, so the NaN reading leads" if fp16 else "")
+                 + "."),
         first_step=row[0], basis="inferred", symptom="zero_loss",
         evidence=[scalar_evidence(str(rows["metric"].iloc[-1]), row, "train_loss = 0.0, the run's average training loss")],
         remedies=remedies)

@@ -326,15 +326,16 @@ ddp_timeout: 180000000
 
 def test_a_summary_train_loss_of_exactly_zero_is_not_healthy(tmp_path: Path):
     a = _run(tmp_path, LLAMAFACTORY_4278, config=LLAMAFACTORY_4278_CONFIG, name="train.log")
-    assert _verdict(a) == ("inconclusive", "unknown")  # was healthy
+    # was healthy; inconclusive until round 35, which lets fp16 with no masking warning lead (tests/test_unseen_logs_35.py)
+    assert _verdict(a) == ("failed", "fp16_overflow")
     f = next(f for f in a.diagnosis.findings if f.code == "LBL001")
-    assert f.title == "The run's average training loss is exactly 0.0" and "bf16" in f.remedies[0]
+    assert f.title.startswith("The run's average training loss is exactly 0.0") and "bf16" in f.remedies[0]
 
 
 def test_a_zero_summary_beside_real_per_step_losses_is_left_alone(tmp_path: Path):
     log = "".join(f"{{'loss': {2.0 - 0.1 * i:.4f}, 'learning_rate': 1e-05, 'epoch': {i / 10}}}\n" for i in range(1, 6))
     a = _run(tmp_path, log + LLAMAFACTORY_4278, name="train.log")
-    assert not any(f.title == "The run's average training loss is exactly 0.0" for f in a.diagnosis.findings)
+    assert not any(f.title.startswith("The run's average training loss is exactly 0.0") for f in a.diagnosis.findings)
 
 
 # https://github.com/tensorflow/models/issues/8096 (a commenter's failing DeepLab run, from its first printed loss; his

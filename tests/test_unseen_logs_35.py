@@ -192,3 +192,31 @@ def test_pixel_accuracy_guards(tmp_path: Path):
     for i, log in enumerate((late, near, cls)):
         a = _run_in(tmp_path, i, log)
         assert _verdict(a)[1] != "degenerate_labels", i
+
+
+# -- the HF Trainer's summary train_loss = 0.0 of a fp16 run: NaN steps averaged as 0 ---------------------------------
+
+# https://github.com/hiyouga/LlamaFactory/issues/4278: the log and config are tests/test_unseen_logs_30.py's (its test
+# now expects fp16_overflow); here the cousins that must not be called so
+def test_a_zero_average_loss_in_fp16_is_float16_overflow(tmp_path: Path):
+    from tests.test_unseen_logs import _run
+    from tests.test_unseen_logs_30 import LLAMAFACTORY_4278, LLAMAFACTORY_4278_CONFIG
+
+    a = _run(tmp_path, LLAMAFACTORY_4278, LLAMAFACTORY_4278_CONFIG)
+    assert _verdict(a) == ("failed", "fp16_overflow")
+    assert "in fp16" in _finding(a, "LBL001").title
+
+
+def test_a_zero_average_loss_without_fp16_or_with_masking_warnings_is_not_fp16(tmp_path: Path):
+    from tests.test_unseen_logs import _run
+    from tests.test_unseen_logs_30 import LLAMAFACTORY_4278, LLAMAFACTORY_4278_CONFIG
+
+    d1, d2 = tmp_path / "bf16", tmp_path / "warned"
+    d1.mkdir()
+    d2.mkdir()
+    a = _run(d1, LLAMAFACTORY_4278, LLAMAFACTORY_4278_CONFIG.replace("fp16: true", "bf16: true"))
+    assert _verdict(a)[1] != "fp16_overflow"
+    # LLaVA's warning when a sample's template does not tokenize as expected (its target is then all IGNORE_INDEX)
+    warned = "".join(f"WARNING: tokenization mismatch: {385 + i} vs. {399 + i}. (ignored)\n" for i in range(4))
+    b = _run(d2, warned + LLAMAFACTORY_4278, LLAMAFACTORY_4278_CONFIG)
+    assert _verdict(b)[1] == "all_labels_masked"
