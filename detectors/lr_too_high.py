@@ -192,6 +192,12 @@ def detect(run: Run) -> Iterable[Finding]:
                 sentence(f"{knob(run, 'warmup')}; {knob(run, 'clip')}")]
     if resume:
         remedies.append(resume[0].upper() + resume[1:] + ".")
+    if not peak_cfg and not run.frameworks:
+        # no LR read and no trainer recognised: a hand-written loop, whose commonest divergence besides the LR is
+        # gradients never zeroed (IBM/aihwkit#446), each update adding every earlier gradient like a growing step
+        remedies.append("In a hand-written loop, check that the gradients are zeroed every step (optimizer.zero_grad() "
+                        "before loss.backward()): gradients that accumulate make every update larger, as a rising "
+                        "learning rate would.")
     yield Finding(
         code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=min(conf, 0.85),
         title=f"Learning rate too high: diverged at step {step}" + (f" (lr {lr_txt})" if lr_txt else ""),

@@ -220,3 +220,86 @@ def test_a_zero_average_loss_without_fp16_or_with_masking_warnings_is_not_fp16(t
     warned = "".join(f"WARNING: tokenization mismatch: {385 + i} vs. {399 + i}. (ignored)\n" for i in range(4))
     b = _run(d2, warned + LLAMAFACTORY_4278, LLAMAFACTORY_4278_CONFIG)
     assert _verdict(b)[1] == "all_labels_masked"
+
+
+# -- round 36 ----------------------------------------------------------------------------------------------------------
+
+# https://github.com/IBM/aihwkit/issues/446 (as pasted): the example's "Loss error: ..." print, falling then rising
+# (the loop never called opt.zero_grad())
+AIHWKIT_446 = """Loss error: 1.0298337936401367
+Loss error: 0.8178885579109192
+Loss error: 0.4703792631626129
+Loss error: 0.1962183117866516
+Loss error: 0.0619336031377316
+Loss error: 0.0884876772761345
+Loss error: 0.2775749266147614
+Loss error: 0.5320941805839539
+Loss error: 0.7531698346138000
+Loss error: 0.8695605397224426
+"""
+
+
+def test_a_loss_error_or_value_print_is_the_loss(tmp_path: Path):
+    a = _run_in(tmp_path, 0, AIHWKIT_446)
+    assert _series(a, "loss")[:2] == [1.0298337936401367, 0.8178885579109192] and len(_series(a, "loss")) == 10
+    b = _run_in(tmp_path, 1, AIHWKIT_446.replace("Loss error", "Loss value"))
+    assert len(_series(b, "loss")) == 10
+    # guard: "loss scale" (a fp16 scaler's state) is no loss
+    c = _run_in(tmp_path, 2, AIHWKIT_446.replace("Loss error", "loss scale"))
+    assert _series(c, "loss") == []
+
+
+def test_a_diverging_hand_written_loop_is_told_to_check_zero_grad(tmp_path: Path):
+    a = _run_in(tmp_path, 0, AIHWKIT_446)
+    assert _verdict(a) == ("failed", "lr_too_high")
+    assert any("zero_grad" in r for r in _finding(a, "OPT001").remedies)
+    # guard: a trainer's run (a framework recognised) is not sent to look for a loop's zero_grad
+    hf = "".join(f"{{'loss': {v}, 'learning_rate': 0.01, 'epoch': {i / 100}}}\n"
+                 for i, v in enumerate((1.0, 0.8, 0.47, 0.2, 0.06, 0.09, 0.28, 0.53, 0.75, 0.87), 1))
+    b = _run_in(tmp_path, 1, hf)
+    f = _finding(b, "OPT001")
+    assert f is not None and not any("zero_grad" in r for r in f.remedies)
+
+
+# https://github.com/NVIDIA-Merlin/Transformers4Rec/issues/342 (as pasted): NaN from the first batch, only with the
+# Keras mixed_float16 policy the reporter's script sets
+T4REC_342_LOG = """1/226 [..............................] - ETA: 34:35 - train_ndcg@10: 0.0000e+00 - train_ndcg@20: 0.0000e+00 - train_recall@10: 0.0000e+00 - train_recall@20: 0.0000e+00 - loss: nan - regularization_lo
+2/226 [..............................] - ETA: 1:44 - train_ndcg@10: 0.0000e+00 - train_ndcg@20: 0.0000e+00 - train_recall@10: 0.0000e+00 - train_recall@20: 0.0000e+00 - loss: nan - regularization_los
+3/226 [..............................] - ETA: 1:41 - train_ndcg@10: 0.0000e+00 - train_ndcg@20: 0.0000e+00 - train_recall@10: 0.0000e+00 - train_recall@20: 0.0000e+00 - loss: nan - regularization_loss
+"""
+T4REC_342_CODE = """import tensorflow as tf
+from tensorflow.keras import mixed_precision
+policy = mixed_precision.Policy('mixed_float16')
+mixed_precision.set_global_policy(policy)
+"""
+
+
+def test_the_keras_mixed_float16_policy_is_fp16(tmp_path: Path):
+    from tests.test_unseen_logs import _run
+
+    a = _run(tmp_path, T4REC_342_LOG, T4REC_342_CODE)
+    assert a.run.config.get("fp16") is True
+    assert _verdict(a) == ("failed", "fp16_overflow")
+    # TF's own line when the policy is set; 'mixed_bfloat16' is bf16
+    d = tmp_path / "tf"
+    d.mkdir()
+    b = _run(d, "INFO:tensorflow:Mixed precision compatibility check (mixed_bfloat16): OK\n" + T4REC_342_LOG)
+    assert b.run.config.get("bf16") is True and b.run.config.get("fp16") is None
+
+
+# https://github.com/graphdeco-inria/gaussian-splatting/issues/156 (as pasted): train.py's tqdm postfix is
+# set_postfix({"Loss": ...}), capitalised
+GS_156 = """Training progress:  14%|\u2588\u2588\u2588\u2588\u2588\u2588                                     | 7000/50000 [05:20<47:50, 14.98it/s, Loss=0.0937450]
+[ITER 7000] Evaluating train: L1 0.03856598660349846 PSNR 23.824575805664065 [31/08 22:43:31]
+
+[ITER 7000] Saving Gaussians [31/08 22:43:31]
+Training progress:  60%|\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u258f                | 30000/50000 [39:43<29:39, 11.24it/s, Loss=0.0586456]
+[ITER 30000] Evaluating train: L1 0.02656959928572178 PSNR 27.107151794433594 [31/08 23:17:54]
+"""
+
+
+def test_a_capitalised_loss_in_a_tqdm_postfix_is_read(tmp_path: Path):
+    a = _run_in(tmp_path, 0, GS_156)
+    loss = a.run.scalars[a.run.scalars["metric"] == "loss"].sort_values("step")
+    assert loss["step"].tolist() == [7000, 30000] and loss["value"].tolist() == [0.093745, 0.0586456]
+    assert _verdict(a)[0] == "healthy"

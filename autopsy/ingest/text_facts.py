@@ -165,6 +165,11 @@ class FactScanner:
                 self.emit("fp16", True, no, "AMP: checks passed")
             elif "checks failed" in text:
                 self.emit("fp16", False, no, "AMP: checks failed")
+        if "mixed_float16" in text or "mixed_bfloat16" in text:
+            # Keras' dtype policy (mixed_precision.set_global_policy('mixed_float16'), TF 2.1-2.3's
+            # experimental.set_policy; TF logs "Mixed precision compatibility check (mixed_float16): OK"): float16
+            # compute with a LossScaleOptimizer; 'mixed_bfloat16' computes in bfloat16
+            self.emit("fp16" if "mixed_float16" in text else "bf16", True, no, "Keras mixed precision policy")
         if "AmpOptimWrapper" in text and "bfloat16" not in text:
             # mmengine's AMP wrapper: autocast in float16 with a dynamic loss scale unless dtype='bfloat16'
             self.emit("fp16", True, no, "AmpOptimWrapper")

@@ -597,7 +597,7 @@ def parse_tqdm_postfix(text: bytes, first_line: int, st: StepState, out: Collect
         gs = [v for k, v in pairs if k == "global_step"]  # NeMo puts the trainer's step in the postfix
         if not gs and _LIGHTNING_DESC.match(desc.rsplit(b",", 1)[-1]):
             continue  # Lightning's own "Epoch N: 50%|..." bars: parse_lightning
-        if not any("loss" in k or k.startswith("reward") or k in _SHORT_LOSS_KEYS for k, _ in pairs):
+        if not any("loss" in k.lower() or k.startswith("reward") or k in _SHORT_LOSS_KEYS for k, _ in pairs):
             continue
         line = lines.at(pos)
         episode = _EPISODE_DESC.search(desc)

@@ -85,13 +85,13 @@ _LOSS_PAIR = re.compile(
     # a term's own loss (a GAN's g_loss / d_fake_loss, convmesh: "g_loss nan d_fake_loss 0.00000")
     rb"(?:(?!(?i:best|min|lowest|prev|previous|init|initial|target|expected)_)[A-Za-z][A-Za-z0-9]{0,11}_){1,3})?[Ll]oss"
     # one model's loss named by a capital suffix (faceswap's "loss_A: 0.19750, loss_B: 0.15107", a GAN's loss_G / loss_D)
-    rb"(?:_[A-Z][A-Za-z0-9]{0,7})?|LOSS|"
+    rb"(?:_[A-Z][A-Za-z0-9]{0,7})?(?:[ \t](?:value|error))?|LOSS|"
     rb"(?:[Tt]rain|[Tt]raining|[Vv]al|[Vv]alid|[Tt]est|[Tt]otal|[Aa]vg)[ _][Ll]oss)[ \t]*(?:[:=][ \t]*|[ \t])"
     rb"|((?:(?:train|training|val|valid|validation|test|avg|mean)[ _])?[Cc]ost|COST|(?:[Tt]rain|[Vv]al|[Tt]est|[Aa]vg)"
     rb"[ _][Cc]ost)[ \t]*[:=][ \t]*)(" + NUM + rb")(?![\w.])")
 #: the literal core of a loss pair: ``oss`` (``ost`` of ``cost``) then a separator and a value's first character (one
 #: regex per case: an alternation at the start would make the engine try every byte)
-_LOSS_CORES = tuple(re.compile(w + rb"(?:_[A-Z][A-Za-z0-9]{0,7})?[ \t]*(?:[:=]|[ \t][-+.\dnNiI])")  # literal-led: fast
+_LOSS_CORES = tuple(re.compile(w + rb"(?:_[A-Z][A-Za-z0-9]{0,7})?(?:[ \t](?:value|error))?[ \t]*(?:[:=]|[ \t][-+.\dnNiI])")
                     for w in (b"oss", b"OSS"))
 _COST_WORDS = (b"cost", b"Cost", b"COST")
 _COST_CORES = tuple((w, re.compile(w + rb"[ \t]*[:=]")) for w in _COST_WORDS)
@@ -165,7 +165,7 @@ def _loose_key(raw: str) -> str:
     if first in _EVAL_WORDS:
         # a held-out loss; another held-out metric keeps its name (``valid ppl`` is eval_ppl, not the loss)
         return "eval_loss" if not rest or "loss" in rest or rest == "cost" else f"eval_{rest}"
-    if k in ("loss", "train_loss", "training_loss", "total_loss", "batch_loss"):
+    if k in ("loss", "train_loss", "training_loss", "total_loss", "batch_loss", "loss_value", "loss_error"):
         return "loss"
     return k  # avg_loss, mean_loss: kept under their own name
 
