@@ -119,22 +119,9 @@ FRCNN_548 = """[session 1][epoch  1][iter  600/ 967] loss: nan, lr: 1.00e-03
                         rpn_cls: nan, rpn_box: nan, rcnn_cls: 2.5435, rcnn_box 0.0000
 """
 
-# https://github.com/endernewton/tf-faster-rcnn/issues/458 (as pasted): the total NaN while every printed term,
-# the box terms too, is finite: the weight-decay part of the total, i.e. the weights (lr 0.01 was the cause)
-TFFRCNN_458 = """iter: 20 / 70000, total loss: nan
- >>> rpn_loss_cls: 0.648382
- >>> rpn_loss_box: 0.045217
- >>> loss_cls: 2.149889
- >>> loss_box: 0.199051
- >>> lr: 0.010000
-speed: 0.794s / iter
-iter: 40 / 70000, total loss: nan
- >>> rpn_loss_cls: 0.574709
- >>> rpn_loss_box: 0.317064
- >>> loss_cls: 0.000009
- >>> loss_box: 0.000000
- >>> lr: 0.010000
-"""
+# https://github.com/endernewton/tf-faster-rcnn/issues/458: the total NaN while every printed term, the box terms too,
+# is finite (the weight-decay part of the total, i.e. the weights: lr 0.01 was the cause); quoted in test_unseen_logs_6
+from tests.test_unseen_logs_6 import TF_FASTER_RCNN_FULL as TFFRCNN_458  # noqa: E402
 
 # https://github.com/Haiyang-W/DSVT/issues/31 (as pasted): every term NaN at once in a tqdm postfix, one lr shown
 # (the run was fp16 with a one-cycle schedule: nothing here says the LR is constant)
