@@ -52,7 +52,7 @@ ROOT_CAUSES: dict[str, str] = {
     "ctc_output_longer_than_input": "CTC: a label sequence longer than the (subsampled) input frames has no alignment: the loss is inf or a huge negative number on those samples.",
     "degenerate_labels": "Every training target is the same class (a one-class dataset, masks all background): the task is trivial, accuracy is 100% from the start (the loss falling to ~0), nothing is learned.",
     "loss_shape_mismatch": "The loss compares predictions and targets of different shapes: broadcasting pairs every prediction with every target (or with nothing), so the loss is wrong and the model cannot learn the task, or the loss refuses rows that do not pair up, or labels in another form than it takes (integers for one-hot, classes in the wrong dimension), and the run dies.",
-    "pretrained_weights_not_loaded": "The pretrained weights the run was meant to start from were never loaded (the checkpoint path not found): it fine-tunes a randomly initialised model.",
+    "pretrained_weights_not_loaded": "The pretrained weights the run was meant to start from were never loaded (the checkpoint path not found, or a checkpoint made for another architecture): it fine-tunes a randomly initialised model, or stops at the load.",
     "crash": "The run died from an exception that names no known training failure.",
     "unknown": "Something is wrong, but the evidence does not single out a cause.",
 }

@@ -43,7 +43,39 @@ def _name(path: str) -> str:
     return path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
 
 
+def _shape_mismatch(run: Run) -> Finding | None:
+    """torch's ``size mismatch for X: copying a param with shape ... from checkpoint, the shape in current model is ...``
+    with no exception read around it (a paste of the message's body, or mmcv/mmengine's ``load_state_dict``, which
+    prints the same words as a warning and goes on): the checkpoint was made for another architecture than the one
+    built (Res2Net-maskrcnn#1: Res2Net-50 weights into a ResNet-50 config, 896 against 512 channels). A traceback
+    beside it is CRASH001's to explain."""
+    evs = [e for e in run.events_of("error") if e.data.get("variant") == "state_dict_size_mismatch"]
+    if not evs or run.events_of("traceback"):
+        return None
+    ev = evs[0]
+    name, ck, mod = ev.data.get("param"), ev.data.get("checkpoint_shape"), ev.data.get("model_shape")
+    n = sum(e.count for e in evs)
+    return Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.55,
+        title=f"The checkpoint does not fit the model built: {name} is {ck} in the checkpoint, {mod} in the model"
+              + (f" ({n} tensors)" if n > 1 else ""),
+        message=(f"{n} tensor{'s' if n > 1 else ''} of the checkpoint {'have' if n > 1 else 'has'} another shape than the "
+                 f"model's (first: {name}, {ck} against {mod}): the weights were made for another architecture (width, "
+                 "depth, groups, number of classes) than the config builds. torch's load_state_dict refuses them, "
+                 "strict or not, so the run stops there; loaders that only warn (mmcv/mmengine) skip them and those "
+                 "layers train from their random initial values."),
+        first_step=ev.step, evidence=[event_evidence(e) for e in evs[:3]], basis="direct", symptom="config_defect",
+        remedies=["Build the model the checkpoint was made for: use the config that ships with those weights (the same "
+                  "backbone variant, width, groups and number of classes), or take the checkpoint made for this config.",
+                  "For a new number of classes only, drop the head's tensors from the state dict before loading (or let "
+                  "the framework re-initialise the head) and keep the rest."],
+    )
+
+
 def detect(run: Run) -> Iterable[Finding]:
+    mismatch = _shape_mismatch(run)
+    if mismatch is not None:
+        yield mismatch
     evs = [e for e in run.events_of("checkpoint_not_found")
            if e.data.get("path") and _name(str(e.data["path"])) not in RESUME_FILES]
     if not evs:

@@ -290,3 +290,26 @@ def test_a_capitalised_loss_in_a_tqdm_postfix_is_read(tmp_path: Path):
     loss = a.run.scalars[a.run.scalars["metric"] == "loss"].sort_values("step")
     assert loss["step"].tolist() == [7000, 30000] and loss["value"].tolist() == [0.093745, 0.0586456]
     assert _verdict(a)[0] == "healthy"
+
+
+# -- round 37 ----------------------------------------------------------------------------------------------------------
+
+# https://github.com/Res2Net/Res2Net-maskrcnn/issues/1 (as pasted): the body of load_state_dict's error alone, Res2Net-50
+# weights into a ResNet-50 config
+RES2NET_1 = ("size mismatch for backbone.body.layer4.2.conv3.weight: copying a param with shape torch.Size([2048, 896, 1, "
+             "1]) from checkpoint, the shape in current model is torch.Size([2048, 512, 1, 1]).\n")
+
+
+def test_a_lone_state_dict_size_mismatch_is_a_checkpoint_of_another_architecture(tmp_path: Path):
+    a = _run_in(tmp_path, 0, RES2NET_1)
+    assert _verdict(a) == ("failed", "pretrained_weights_not_loaded")  # was healthy
+    f = _finding(a, "PRE001")
+    assert "[2048, 896, 1, 1] in the checkpoint, [2048, 512, 1, 1] in the model" in f.title
+
+
+def test_a_size_mismatch_inside_a_traceback_stays_the_crashs(tmp_path: Path):
+    log = ("Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
+           "    model.load_state_dict(sd)\n"
+           "RuntimeError: Error(s) in loading state_dict for GeneralizedRCNN:\n\t" + RES2NET_1)
+    a = _run_in(tmp_path, 0, log)
+    assert _finding(a, "PRE001") is None and _verdict(a)[1] == "crash"
