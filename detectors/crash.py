@@ -517,6 +517,18 @@ KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = 
      "(firewall, another network interface), or the master process never started (it crashed first)",
      ("Check MASTER_ADDR/MASTER_PORT on every node and that the port is open between them; read the master's own log "
       "for an earlier crash; set NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME to the interface the nodes share.",)),
+    # a rank waiting in the key-value store for what rank 0 publishes (its NCCL id) past the store's timeout
+    # (SpongebBob/Finetune-ChatGLM2-6B#13: rank 0 tokenizing 2.3M samples while the others waited)
+    (re.compile(r"retrieving ncclUniqueId from \[\d+\] via c10d key-value store[^\n]{0,120}?(?:Socket Timeout|timed out|"
+                r"Timeout)"),
+     "ranks waiting for rank 0 timed out",
+     "the other ranks reached the first collective and waited for rank 0 to publish its NCCL id, longer than the "
+     "store's timeout: rank 0 was still busy with something only it runs before that point (tokenizing or caching a "
+     "large dataset, a download, a slow filesystem) or it had died",
+     ("Raise the distributed timeout (init_process_group(timeout=timedelta(hours=2)); HF TrainingArguments ddp_timeout; "
+      "deepspeed.init_distributed(timeout=...)), or do the slow step before the processes start (preprocess and cache "
+      "the dataset once, then launch), or under main_process_first so every rank waits at a barrier; read rank 0's own "
+      "log for an earlier error.",)),
     # safetensors refusing tied weights on save (transformers save_pretrained / a checkpoint save)
     (re.compile(r"Some tensors share memory, this will lead to duplicate memory on disk"),
      "tied weights refused by safetensors on save",
@@ -545,6 +557,15 @@ KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = 
      "GPU that also drives a screen, and the driver killed it",
      ("Train on a GPU without a display, raise the TDR delay (Windows registry TdrDelay), or make each kernel shorter "
       "(smaller batch or sequence length).",)),
+    # SIGKILL (not SIGBUS, the shared memory's): the kernel's OOM killer took a worker, the host RAM ran out
+    # (DCPDN#12: 16 GB of RAM, fixed with num_workers=0)
+    (re.compile(r"DataLoader worker \(pid\(?s?\)? ?[\d, ]*\)? is killed by signal: Killed"),
+     "a DataLoader worker killed for the host's memory",
+     "the kernel's OOM killer ended a DataLoader worker (SIGKILL): the host RAM ran out, each worker holding its own "
+     "copy of the dataset's Python objects and its prefetched batches",
+     ("Lower num_workers (0 to confirm) and prefetch_factor; keep the dataset in numpy arrays or memory-mapped files "
+      "instead of Python lists (workers copy what they touch); check dmesg for 'Out of memory: Killed process'; "
+      "add RAM or swap.",)),
     (re.compile(r"DataLoader worker \(pid\(?s?\)? ?[\d, ]*\)? (?:is killed by signal|exited unexpectedly)|"
                 r"unable to write to file </torch_|No space left on device"),
      "a DataLoader worker died (shared memory)",

@@ -103,6 +103,23 @@ def _eval_nan(run: Run) -> Iterable[Finding]:
     train_txt = "while every training loss is finite" if len(train) else "(no training loss was logged beside it)"
     facts = _length_facts(run)
     evidence.extend(facts)
+    if truthy(run.config.get("fp16_full_eval")):
+        # HF's fp16_full_eval casts the whole model to float16 for evaluation (no autocast, no float32 copy): an
+        # eval-only NaN beside finite training is that cast overflowing (transformers#10674: T5 with label smoothing,
+        # whose sum over the vocabulary passes 65504), more than masked eval batches
+        evidence.insert(1, config_evidence(run, "fp16_full_eval", "fp16_full_eval = true: evaluation runs the whole "
+                                                                  "model in float16"))
+        yield Finding(
+            code=CODE, name=SLUG, root_cause="fp16_overflow", severity="error", confidence=0.6,
+            title="eval_loss is NaN under fp16_full_eval: the float16 evaluation overflowed",
+            message=(f"eval_loss = {fmt(b.value)} at step {b.step} {train_txt}, and evaluation ran the whole model in "
+                     "float16 (fp16_full_eval): activations or the loss's sums past 65504 become inf, then NaN; masked "
+                     "eval batches (labels all -100) are the other candidate."),
+            first_step=b.step, evidence=evidence, basis="inferred", symptom="eval_nonfinite",
+            remedies=["Evaluate without fp16_full_eval (fp16 autocast keeps the reductions in float32), or with "
+                      "bf16_full_eval on hardware that has bf16.",
+                      "Check one eval batch has labels other than -100 to rule out the masked-batch reading."])
+        return
     fp16 = truthy(run.config.get("fp16"))
     conf = 0.6 + (0.1 if facts else 0.0) - (0.15 if fp16 else 0.0)
     yield Finding(

@@ -313,3 +313,68 @@ def test_a_size_mismatch_inside_a_traceback_stays_the_crashs(tmp_path: Path):
            "RuntimeError: Error(s) in loading state_dict for GeneralizedRCNN:\n\t" + RES2NET_1)
     a = _run_in(tmp_path, 0, log)
     assert _finding(a, "PRE001") is None and _verdict(a)[1] == "crash"
+
+
+# https://github.com/SpongebBob/Finetune-ChatGLM2-6B/issues/13 (as pasted): c10d's message and the c10::Error frame
+# marker, no Python traceback (rank 0 was tokenizing 2.3M samples while rank 7 waited for its NCCL id)
+CHATGLM2_13 = """This may indicate a possible application crash on rank 0 or a network set up issue.[7] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: Socket Timeout
+Exception raised from recvBytes at ../torch/csrc/distributed/c10d/Utils.hpp:604 (most recent call first)
+"""
+
+
+def test_a_c10_error_without_its_python_traceback_is_a_crash_with_its_meaning(tmp_path: Path):
+    a = _run_in(tmp_path, 0, CHATGLM2_13)  # was "nothing to judge"
+    assert _verdict(a) == ("failed", "crash")
+    f = _finding(a, "CRASH001")
+    assert "ranks waiting for rank 0 timed out" in f.title and any("ddp_timeout" in r for r in f.remedies)
+    ev = a.run.events_of("native_abort")[0]
+    assert ev.data["frame"] == {"file": "../torch/csrc/distributed/c10d/Utils.hpp", "line": 604, "function": "recvBytes"}
+
+
+def test_a_c10_frame_marker_after_a_python_exception_line_adds_no_second_crash(tmp_path: Path):
+    log = ("Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n    dist.barrier()\n"
+           "torch.distributed.DistBackendError: " + CHATGLM2_13.splitlines()[0] + "\n" + CHATGLM2_13.splitlines()[1] + "\n")
+    a = _run_in(tmp_path, 0, log)
+    assert len(a.run.events_of("traceback")) == 1 and not a.run.events_of("native_abort")
+
+
+# https://github.com/huggingface/transformers/issues/10674 (as pasted): T5-small evaluated with --fp16_full_eval and
+# label smoothing, eval_loss NaN while BLEU is ordinary (the smoothing's sum over the vocabulary overflows float16)
+T5_10674 = """***** eval metrics *****
+  eval_bleu                 = 24.1257
+  eval_gen_len              =  39.554
+  eval_loss                 =     nan
+  eval_mem_cpu_alloc_delta  =    56MB
+"""
+T5_10674_CMD = ("python examples/seq2seq/run_seq2seq.py --model_name_or_path t5-small --output_dir output_dir --do_eval "
+                "--label_smoothing 0.1 --per_device_eval_batch_size $BS --predict_with_generate --fp16_full_eval\n")
+
+
+def test_an_eval_nan_under_fp16_full_eval_is_the_float16_evaluation(tmp_path: Path):
+    from tests.test_unseen_logs import _run
+
+    a = _run(tmp_path, T5_10674, T5_10674_CMD)
+    assert a.run.config.get("fp16_full_eval") is True
+    assert _verdict(a) == ("failed", "fp16_overflow")  # was all_labels_masked
+    d = tmp_path / "plain"
+    d.mkdir()
+    b = _run(d, T5_10674, T5_10674_CMD.replace(" --fp16_full_eval", ""))
+    assert _verdict(b)[1] == "all_labels_masked"  # guard: without it, masked eval batches stay the reading
+
+
+# https://github.com/hezhangsprinter/DCPDN/issues/12 (the traceback's end as pasted; 16 GB of RAM, num_workers=0 fixed it)
+DCPDN_12 = """Traceback (most recent call last):
+  File "train.py", line 210, in <module>
+    val_target_cpu, val_input_cpu = val_target_cpu.float().cuda(), val_input_cpu.float().cuda()
+  File "/home/littlemonster/anaconda3/envs/pic/lib/python2.7/site-packages/torch/utils/data/dataloader.py", line 175, in handler
+    _error_if_any_worker_fails()
+RuntimeError: DataLoader worker (pid 19597) is killed by signal: Killed.
+"""
+
+
+def test_a_dataloader_worker_sigkilled_is_the_hosts_memory_and_a_bus_error_the_shared_memory(tmp_path: Path):
+    a = _run_in(tmp_path, 0, DCPDN_12)
+    f = _finding(a, "CRASH001")
+    assert "killed for the host's memory" in f.title and any("num_workers" in r for r in f.remedies)
+    b = _run_in(tmp_path, 1, DCPDN_12.replace("signal: Killed.", "signal: Bus error."))
+    assert "(shared memory)" in _finding(b, "CRASH001").title

@@ -57,6 +57,7 @@ ARG_KEYS: dict[str, str] = {
     "optim": "optim", "num_train_epochs": "num_train_epochs", "max_steps": "max_steps",
     "logging_steps": "logging_steps", "save_steps": "save_steps", "weight_decay": "weight_decay",
     "seed": "seed", "half_precision_backend": "half_precision_backend", "tf32": "tf32",
+    "fp16_full_eval": "fp16_full_eval",
     # TRL configs
     "max_length": "max_length", "max_prompt_length": "max_prompt_length", "max_seq_length": "max_seq_length",
     "max_completion_length": "max_completion_length", "padding_free": "padding_free", "packing": "packing",

@@ -46,6 +46,8 @@ KEYMAP: dict[str, str] = {
     "precision": "precision", "mixed_precision": "precision",
     # torch.cuda.amp autocast + GradScaler, float16 by default (ESPnet2 --use_amp, many research loops' use_amp)
     "use_amp": "fp16",
+    # HF TrainingArguments: evaluation with the whole model cast to float16 (no autocast, no float32 copy)
+    "fp16_full_eval": "fp16_full_eval",
     # schedule lengths under other trainers' names: detectron2 SOLVER.WARMUP_ITERS/MAX_ITER, mmcv warmup_iters/
     # max_iters, Megatron --lr-warmup-iters/--train-iters (dashes read as underscores)
     "max_steps": "max_steps", "max_iter": "max_steps", "max_iters": "max_steps", "train_iters": "max_steps",
@@ -55,7 +57,7 @@ KEYMAP: dict[str, str] = {
 _DOTTED_OK = {"max_iter", "max_iters", "warmup_iters", "base_lr", "warmup_steps", "max_steps", "learning_rate", "fp16",
               "bf16", "precision"}
 #: keys that read as CLI flags alone (``--bf16`` means True)
-_BOOL_FLAGS = {"fp16", "bf16", "gradient_checkpointing", "packing", "padding_free", "use_amp"}
+_BOOL_FLAGS = {"fp16", "bf16", "gradient_checkpointing", "packing", "padding_free", "use_amp", "fp16_full_eval"}
 #: DeepSpeed JSON paths (inside a pasted ds_config) -> canonical key
 DS_PATHS: dict[tuple[str, ...], str] = {
     ("fp16", "enabled"): "deepspeed.fp16.enabled", ("bf16", "enabled"): "deepspeed.bf16.enabled",

@@ -60,6 +60,12 @@ PRETRAINED_FOLLOW = 2
 _RANK_LETTERS = (b"rank", b"RANK", b"Rank", b"default", b"trainer")
 #: how far back (characters) an event looks for the tqdm bar it was printed after
 BAR_LOOKBACK = 4096
+#: the frame marker every c10::Error (torch's C++ exceptions) prints after its message: a paste that keeps the message
+#: and this line but not the Python traceback (torch/csrc/distributed/c10d/Utils.hpp's recvBytes: a rank that timed out
+#: waiting for rank 0) is a crash all the same
+_CPP_EXC = re.compile(r"Exception raised from (\S+) at (\S+?):(\d+) \(most recent call first\)")
+#: ... unless a Python exception line was read this few lines before it (the usual paste: the RuntimeError, then this)
+CPP_EXC_AFTER_TB = 20
 
 
 def read_text_log(found: Found, builder: RunBuilder) -> None:
@@ -91,6 +97,7 @@ class _TextLogReader:
         self.fact_bytes = 0
         self.fact_follow = 0  # lines still to hand to the fact scanner after a from_pretrained(
         self.frameworks: set[str] = set()
+        self.last_tb_line = -CPP_EXC_AFTER_TB - 1  # line of the last traceback event
 
     def _fact(self, key: str, value: Any, line: int, original: str) -> None:
         self.builder.fact(key, value, self.source, where=f"line {line}", original_key=original)
@@ -204,7 +211,13 @@ class _TextLogReader:
             if got is not None:
                 tb_line, message, data = got
                 self.sink.add("traceback", message, tb_line, step, data, self.ranks.event_rank(line_text))
+                self.last_tb_line = tb_line
                 is_exc = True
+            elif "Exception raised from" in line_text and no - self.last_tb_line > CPP_EXC_AFTER_TB:
+                cpp = _CPP_EXC.search(line_text)
+                if cpp is not None:
+                    self._cpp_exception(text, ls, no, step, cpp, line_text)
+                    continue
                 self._frameworks_from_frame(data.get("frame"))
             elif '  File "' in line_text and self.tb.frame:
                 self._frameworks_from_frame(self.tb.frame)
@@ -217,6 +230,24 @@ class _TextLogReader:
             self.sink.add(kind, line_text, no, step, data, self.ranks.event_rank(line_text))
             if kind in ("overflow", "loss_scale_min"):
                 self.frameworks.add("deepspeed" if "deepspeed" in line_text.lower() or "Rank" in line_text else "")
+
+    def _cpp_exception(self, text: bytes, ls: int, no: int, step: int | None, cpp: re.Match[str], line_text: str) -> None:
+        """A c10::Error's frame marker with no Python exception line before it: the message is the line above (the
+        first non-blank one within a few lines), read as an uncaught native exception."""
+        message, at = "", ls
+        for _ in range(3):
+            if at <= 0:
+                break
+            end = at - 1
+            at = line_start(text, end)
+            message = text[at:min(end, at + LINE_CAP)].decode("utf-8", "replace").strip()
+            if message:
+                break
+        frame = {"file": cpp[2], "line": int(cpp[3]), "function": cpp[1]}
+        self.sink.add("native_abort", message or line_text.strip(), no, step,
+                      {"exc_type": "c10::Error", "exc_message": message[:1000], "frame": frame},
+                      self.ranks.event_rank(line_text))
+        self.last_tb_line = no
 
     def _frameworks_from_frame(self, frame: dict[str, Any] | None) -> None:
         path = (frame or {}).get("file", "")
