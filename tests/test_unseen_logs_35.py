@@ -378,3 +378,15 @@ def test_a_dataloader_worker_sigkilled_is_the_hosts_memory_and_a_bus_error_the_s
     assert "killed for the host's memory" in f.title and any("num_workers" in r for r in f.remedies)
     b = _run_in(tmp_path, 1, DCPDN_12.replace("signal: Killed.", "signal: Bus error."))
     assert "(shared memory)" in _finding(b, "CRASH001").title
+
+
+def test_exception_raised_from_in_other_words_loses_nothing(tmp_path: Path):
+    # a line with the marker's first words but not its form, then a traceback: the chunk is read whole (a first version
+    # left the traceback branch's framework lookup under the marker's branch and failed the chunk)
+    log = ("Exception raised from the data loader, retrying\nstep 1 | loss 2.5\nstep 2 | loss 2.4\nstep 3 | loss 2.3\n"
+           "Traceback (most recent call last):\n"
+           "  File \"/usr/lib/python3.10/site-packages/ultralytics/engine/trainer.py\", line 12, in train\n"
+           "RuntimeError: boom\n")
+    a = _run_in(tmp_path, 0, log)
+    assert all(art.status == "read" for art in a.run.artifacts)
+    assert len(a.run.events_of("traceback")) == 1 and "ultralytics" in a.run.frameworks

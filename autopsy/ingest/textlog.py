@@ -213,12 +213,11 @@ class _TextLogReader:
                 self.sink.add("traceback", message, tb_line, step, data, self.ranks.event_rank(line_text))
                 self.last_tb_line = tb_line
                 is_exc = True
-            elif "Exception raised from" in line_text and no - self.last_tb_line > CPP_EXC_AFTER_TB:
-                cpp = _CPP_EXC.search(line_text)
-                if cpp is not None:
-                    self._cpp_exception(text, ls, no, step, cpp, line_text)
-                    continue
                 self._frameworks_from_frame(data.get("frame"))
+            elif "Exception raised from" in line_text and no - self.last_tb_line > CPP_EXC_AFTER_TB and (
+                    cpp := _CPP_EXC.search(line_text)) is not None:
+                self._cpp_exception(text, ls, no, step, cpp, line_text)
+                continue
             elif '  File "' in line_text and self.tb.frame:
                 self._frameworks_from_frame(self.tb.frame)
             found = classify(line_text)
