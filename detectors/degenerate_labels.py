@@ -67,10 +67,11 @@ def _accuracy_metrics(run: Run) -> tuple[list[str], list[str]]:
     return train, held
 
 
-def _perfect(values: np.ndarray) -> np.ndarray:
-    """Which values are a perfect score, on the series' own scale (percent when any value is above 1.5)."""
+def _perfect(values: np.ndarray, rel: float = 5e-5) -> np.ndarray:
+    """Which values are a perfect score (within ``rel`` of it), on the series' own scale (percent when any value is
+    above 1.5)."""
     full = 100.0 if float(np.nanmax(values)) > 1.5 else 1.0
-    return values >= full * (1 - 5e-5)
+    return values >= full * (1 - rel)
 
 
 #: a pixel accuracy (mmseg ``decode.acc_seg``, ``pixel_acc``): over every labelled pixel of a batch, so a perfect score
@@ -91,8 +92,7 @@ def _pixels_perfect_from_start(run: Run, train: list[str]) -> Finding | None:
         acc = points(run, metric).finite_only()
         if not len(acc) or acc[0].step > PIXEL_EARLY_STEPS or not starts_at_start(acc):
             continue
-        perfect = acc.values >= 100.0 * (1 - 5e-7) if float(acc.values.max()) > 1.5 else acc.values >= 1.0 - 5e-7
-        if not bool(perfect.all()):
+        if not bool(_perfect(acc.values, rel=5e-7).all()):
             continue
         first, last = acc[0], acc[-1]
         evidence = [first.evidence(f"{metric} = {fmt(first.value)} at step {first.step}, the first log: every labelled "

@@ -277,6 +277,11 @@ NOT_A_TERM = re.compile(r"(?i)^(?:loss|total_loss|eval_.*|val_.*|test_.*)$|lr|le
 #: at the same log, rpautrat/SuperPoint#296), not a term whose inputs are broken
 QUALITY_METRIC = re.compile(r"(?i)(?:^|[/_.\s])(?:precision|recall|f1|fscore|f_score|m?ap(?:50|75)?|auc|bleu|rouge\w*|wer|"
                             r"cer|miou|psnr|ssim)(?:$|[/_.@\s])")
+def is_term(metric: str) -> bool:
+    """A loss term of the model's heads: not a rate, norm, timing, counter, subset statistic or quality score."""
+    return NOT_A_TERM.search(metric) is None and QUALITY_METRIC.search(metric) is None
+
+
 #: a term non-finite at this many logs with the other terms finite beside it, the later one after the first
 MIN_PARTIAL_LOGS = 2
 #: the last word of a box-regression loss term's name, "loss" words left out (rpn_loss_box, loss_bbox, loss_box_reg,
@@ -297,7 +302,7 @@ def _one_term_nan(run: Run, onset: Onset) -> Finding | None:
     onset = nonfinite_onset(run)
     if onset is None:
         return []
-    terms = {m: points(run, m) for m in run.metrics() if not NOT_A_TERM.search(m) and not QUALITY_METRIC.search(m)}
+    terms = {m: points(run, m) for m in run.metrics() if is_term(m)}
     terms = {m: p for m, p in terms.items() if len(p)}
     for name, pts in terms.items():
         bad_steps = pts.steps[~pts.finite]
@@ -381,7 +386,7 @@ def _early_box_nan(run: Run, onset: Onset) -> Finding | None:
     at: dict[str, bool] = {}
     box_bad = None  # a box term's non-finite point at that log
     for m in run.metrics():
-        if m == onset.metric or NOT_A_TERM.search(m) or QUALITY_METRIC.search(m):
+        if m == onset.metric or not is_term(m):
             continue
         tp = latest_attempt(points(run, m))
         hit = np.flatnonzero(tp.steps == first.step)
@@ -391,7 +396,7 @@ def _early_box_nan(run: Run, onset: Onset) -> Finding | None:
                 box_bad = (m, tp[int(hit[-1])])
     if any(m in at for m in boxes) and all(at.get(m, True) for m in boxes):
         return None
-    partial = any(m in at and not at[m] for m in boxes) and any(at.values())
+    partial = box_bad is not None and any(at.values())
     lr = latest_attempt(points(run, "learning_rate")).finite_only().before(first.step, inclusive=True)
     # constant: seen at two logs or more, or at one when the box term alone broke at it
     if (len(lr) < (1 if partial else 2) or float(lr.values.max()) != float(lr.values.min())
@@ -399,12 +404,13 @@ def _early_box_nan(run: Run, onset: Onset) -> Finding | None:
         return None
     n_before = int(bad[0])
     at_start = n_before == 0 and first.step == 0
-    evidence = [first.evidence(f"{onset.metric} = {fmt(first.value)} at step {first.step}, "
-                               + ("its first log: before any update" if at_start else "the first log read" if not
-                                  n_before else f"after {count_of(n_before, 'finite log')}")),
+    when = ("its first log" if at_start else "the first log read" if not n_before else
+            f"after {count_of(n_before, 'finite log')}")
+    evidence = [first.evidence(f"{onset.metric} = {fmt(first.value)} at step {first.step}, {when}"
+                               + (": before any update" if at_start else "")),
                 lr[-1].evidence(f"learning rate {fmt(lr[-1].value)}, constant over the {len(lr)} logs up to it (no "
                                 "warmup ramp)" if len(lr) > 1 else f"learning rate {fmt(lr[-1].value)} at step {lr[-1].step}")]
-    if partial and box_bad is not None:
+    if partial:
         fine = [m for m, ok in at.items() if ok]
         evidence.insert(1, box_bad[1].evidence(f"{box_bad[0]} = {fmt(box_bad[1].value)} at step {first.step} while "
                                                f"{', '.join(fine[:3])} {'is' if len(fine) == 1 else 'are'} finite"))
@@ -413,15 +419,13 @@ def _early_box_nan(run: Run, onset: Onset) -> Finding | None:
                                                       f"{pts[n_before - 1].step}"))
     return Finding(
         code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.55 if at_start else 0.5,
-        title=(f"The box detector is non-finite at step {first.step} ("
-               + ("its first log" if at_start else "the first log read" if not n_before else
-                  f"after {count_of(n_before, 'finite log')}")
-               + f"), at {'a constant ' if len(lr) > 1 else ''}lr {fmt(lr[-1].value)}: suspect the box annotations"),
+        title=(f"The box detector is non-finite at step {first.step} ({when}), at {'a constant ' if len(lr) > 1 else ''}"
+               f"lr {fmt(lr[-1].value)}: suspect the box annotations"),
         message=(f"{onset.metric} is non-finite at step {first.step} with the learning rate "
                  + (f"constant at {fmt(lr[-1].value)} (no warmup ramp" if len(lr) > 1 else f"at {fmt(lr[-1].value)} (")
                  + ", not above the SGD rate detection recipes use for 16 images) and box-regression terms "
                  f"({', '.join(boxes[:3])}) in the loss"
-                 + (f"; {box_bad[0]} broke while other terms stayed finite. " if partial and box_bad else ". ")
+                 + (f"; {box_bad[0]} broke while other terms stayed finite. " if partial else ". ")
                  + ("A NaN at the first log comes before any update, so not from the step size. " if at_start else
                     "So few updates of that size rarely blow a detector up. ")
                  + "The usual cause is a box the regression cannot encode: VOC-style loaders subtract 1 from 1-based "
