@@ -414,6 +414,9 @@ def _healthy_evidence(run: Run | None) -> str:
         names = [name]
     else:
         names = stand_in_losses({m: len(run.series(m)) for m in run.metrics() if loss_like(m)})
+    if not names:  # a reinforcement-learning log of returns only (openai/maddpg's "mean episode reward", CleanRL's)
+        names = sorted((m for m in run.metrics() if "reward" in m.lower() or m.endswith("return")),
+                       key=lambda m: (m != "reward", m))[:1]
     for name in names:
         loss = run.series(name)
         vals = [v for v in loss["value"].tolist() if math.isfinite(v)]

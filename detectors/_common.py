@@ -514,8 +514,13 @@ def nonfinite_onset(run: Run) -> Onset | None:
     hidden = hidden_zero_steps(run)
     if len(hidden):
         h = hidden[0]
-        with_gn = f"with a non-finite grad_norm at step {h.step}" if len(points(run, "grad_norm")) else (
-            f"at step {h.step}, right after a spike")
+        if len(points(run, "grad_norm")):
+            with_gn = f"with a non-finite grad_norm at step {h.step}"
+        else:
+            loss = points(run, "loss")
+            before = loss.select((loss.steps < h.step) & loss.finite & (loss.values != 0.0))
+            with_gn = (f"at step {h.step}, right after {fmt(before[-1].value)} at step {before[-1].step} (no learning "
+                       "falls to exactly 0 in one logging window)") if len(before) else f"at step {h.step}"
         candidates.append(Onset(h.step, "loss", h.evidence(
             f"loss logged as exactly 0.0 {with_gn} ({len(hidden)} such logs): "
             "HF logging_nan_inf_filter hides a window of non-finite losses as 0.0"), hidden_zero=True,
@@ -885,6 +890,16 @@ def fp16_signals(run: Run) -> list[PrecisionSignal]:
     if len(dyn):  # a dynamic loss scale above 1 exists only for float16 (bf16 and fp32 log a constant 1.0, or none)
         out.append(PrecisionSignal(dyn[0].evidence(f"loss scale {fmt(dyn[0].value)} at step {dyn[0].step}: dynamic loss "
                                                    "scaling, which only float16 mixed precision uses"), False, "message"))
+    elif len(scale):
+        # a scale printed under a name that says fp16 (InsightFace's "Fp16 Grad Scale: 0", a GradScaler's scale rounded
+        # to an integer), or one a dynamic scaler has backed off below 1: float16 either way
+        named = next((str(k) for k in run.series("loss_scale")["key"].unique() if "fp16" in str(k).lower()), None)
+        low = scale.select(scale.finite & (scale.values > 0.0) & (scale.values < 1.0))
+        if named is not None or len(low):
+            p = scale[0] if named is not None else low[0]
+            why = (f"{named} = {fmt(p.value)} at step {p.step}: a gradient scale printed under fp16 only" if named is not None
+                   else f"loss scale {fmt(p.value)} at step {p.step}: a dynamic fp16 scaler backed off below 1")
+            out.append(PrecisionSignal(p.evidence(why), False, "message"))
     skipped = _skipped_start(run)
     if skipped is not None:
         out.append(PrecisionSignal(skipped, False, "hint"))

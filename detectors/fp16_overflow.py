@@ -379,7 +379,17 @@ def _symptoms(run: Run) -> list[tuple[Evidence, str, bool]]:
     if len(sk) >= 3:
         gaps = np.diff(np.concatenate(([0], sk.steps)))
         every = sk.finite & (gaps > 0) & (sk.values >= gaps)
-        if every.sum() / len(sk) > SKIP_ALL_SHARE:
+        # intervals skipped while the printed scale falls and is still >= 2^10 are the scaler searching down from its
+        # initial value (Megatron starts at 2^32: ~22 skipped iterations before 1024), not an overflow: left out. A
+        # scale that stays put while every iteration is skipped (a static --loss-scale) is no search.
+        ls = points(run, "loss_scale")
+        if len(ls):
+            at = np.minimum(np.searchsorted(ls.steps, sk.steps), len(ls) - 1)
+            scale = np.where(ls.steps[at] == sk.steps, ls.values[at], np.nan)
+            calib = every & (scale >= CALIBRATED_SCALE)
+            if calib.sum() >= 2 and np.nanmin(scale[calib]) < np.nanmax(scale[calib]):
+                sk, every = sk.select(~calib), every[~calib]
+        if len(sk) >= 3 and every.sum() / len(sk) > SKIP_ALL_SHARE:
             out.append((sk[0].evidence(f"skipped iterations = the whole log interval at {int(every.sum())} of {len(sk)} logs "
                                        f"(steps {sk[0].step}..{sk[len(sk) - 1].step})"),
                         f"every iteration of {int(every.sum())}/{len(sk)} log intervals was skipped by the loss scaler",

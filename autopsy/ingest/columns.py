@@ -154,6 +154,10 @@ def _frame(rows: list[list[str]], lines: list[int], header: list[str], c: Column
         builder.scalar_frame(src, KIND, frame, exact_steps=exact)
     if any(h.startswith(("train/box_loss", "train/obj_loss")) for h in lower):
         builder.framework("ultralytics")
+    if len(lower) >= 2 and lower[0] in ("step", "epoch") and lower[1] == "training loss":
+        # transformers' NotebookProgressCallback table (and Unsloth's and TRL's copies), copied out of a notebook: its
+        # losses are the Trainer's logs, logging_nan_inf_filter included
+        builder.framework("hf_trainer")
 
 
 READERS = {KIND: read_metrics_csv}

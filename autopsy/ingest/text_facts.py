@@ -172,6 +172,9 @@ class FactScanner:
             # experimental.set_policy; TF logs "Mixed precision compatibility check (mixed_float16): OK"): float16
             # compute with a LossScaleOptimizer; 'mixed_bfloat16' computes in bfloat16
             self.emit("fp16" if "mixed_float16" in text else "bf16", True, no, "Keras mixed precision policy")
+        if "Fp16 Grad Scale:" in text:
+            # InsightFace arcface_torch's progress line prints its torch.cuda.amp.GradScaler's scale only under fp16
+            self.emit("fp16", True, no, "Fp16 Grad Scale")
         if "AmpOptimWrapper" in text and "bfloat16" not in text:
             # mmengine's AMP wrapper: autocast in float16 with a dynamic loss scale unless dtype='bfloat16'
             self.emit("fp16", True, no, "AmpOptimWrapper")

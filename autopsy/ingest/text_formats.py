@@ -958,7 +958,15 @@ def parse_pipe_table(text: bytes, first_line: int, st: StepState, out: Collector
             n += 1
         if n:
             _mark(st, steps, used, m.start(), step)
+            _hf_notebook_table(st, header)
         header_end = m.end()
+
+
+def _hf_notebook_table(st: StepState, names: list[str]) -> None:
+    """transformers' NotebookProgressCallback (and Unsloth's and TRL's copies) names its columns ``[Step|Epoch,
+    "Training Loss", ("Validation Loss"), ...]``: its losses are the Trainer's logs (logging_nan_inf_filter included)."""
+    if len(names) >= 2 and names[0].lower() in ("step", "epoch") and names[1].lower() in ("training loss", "training_loss"):
+        st.frameworks.add("hf_trainer")
 
 
 def _between_rows(text: bytes, prev_end: int, start: int) -> bool:
@@ -1034,6 +1042,8 @@ def parse_llama_recipes(text: bytes, first_line: int, st: StepState, out: Collec
                 out.add(step, "loss", float(a), line)
                 _mark(st, steps, used, pos, step, "llama_recipes")
                 last_marked = step
+            else:
+                used.add(pos)  # a redraw, read: no other parser takes its (loss: ...) for a record of its own
             continue
         at = st.last_step if st.last_step is not None else 0
         if kind == 1:
@@ -1308,6 +1318,7 @@ def parse_columns(text: bytes, first_line: int, st: StepState, out: Collector,
                 b < a for a, b in zip(steps_seen, steps_seen[1:])):  # type: ignore[operator]
             run.clear()
             return  # not a step column
+        _hf_notebook_table(st, names)
         for m, cells, step in zip(run, rows, steps_seen):
             line = lines.at(m.start())
             for i, name in enumerate(names):
@@ -1524,6 +1535,49 @@ def parse_vits(text: bytes, first_line: int, st: StepState, out: Collector,
         _mark(st, steps, used, m.start(), step, "vits")
         used.add(m.start(1))
         used.add(m.start(3))
+
+
+# -- CleanRL (and the many single-file RL scripts copied from it) -------------------------------------------------
+
+#: ``print(f"global_step={global_step}, episodic_return={info['episode']['r']}")`` once per finished episode: the return
+#: is a float, or a one-element array (``episodic_return=[13.]``) where the episode info holds arrays
+_CLEANRL = re.compile(rb"global_step=(\d{1,15}),[ \t]+episodic_return=\[?[ \t]*(" + NUM + rb")[ \t]*\]?")
+
+
+def parse_cleanrl(text: bytes, first_line: int, st: StepState, out: Collector,
+                  steps: StepMarks, used: Used) -> None:
+    if not has(text, b"episodic_return="):
+        return
+    lines = Lines(text, first_line)
+    for m in _CLEANRL.finditer(text):
+        step = int(m[1])
+        out.add(step, "episodic_return", float(m[2]), lines.at(m.start()))
+        _mark(st, steps, used, m.start(), step, "cleanrl")
+
+
+# -- InsightFace arcface_torch (and its forks) --------------------------------------------------------------------
+
+#: utils_logging.CallBackLogging: ``Speed 2178.40 samples/sec   Loss nan   LearningRate 0.001000   Epoch: 0   Global
+#: Step: 20   Fp16 Grad Scale:  0   Required: 194 hours`` (forks reorder the fields, print ``LR: x``, or several losses)
+_INSIGHT = re.compile(rb"Speed [^\r\n]{0,400}?Global Step: (\d{1,15})[^\r\n]{0,400}")
+_INSIGHT_PAIRS = re.compile(rb"(?<![\w/.-])(Loss|LearningRate|LR:|Fp16 Grad Scale:)[ \t]+(" + NUM + rb")(?![\w.])")
+_INSIGHT_KEYS = {b"Loss": "Loss", b"LearningRate": "LearningRate", b"LR:": "LR", b"Fp16 Grad Scale:": "Fp16 Grad Scale"}
+_INSIGHT_CANON = {"Loss": "loss", "LearningRate": "learning_rate", "LR": "learning_rate", "Fp16 Grad Scale": "loss_scale"}
+
+
+def parse_insightface(text: bytes, first_line: int, st: StepState, out: Collector,
+                      steps: StepMarks, used: Used) -> None:
+    """The scale is the GradScaler's ``get_scale()`` printed ``%2.f``: 0 is a scale below 0.5, a collapsed one."""
+    if not has(text, b"Global Step: "):
+        return
+    lines = Lines(text, first_line)
+    for m in _INSIGHT.finditer(text):
+        pairs = [(_INSIGHT_KEYS[k], v) for k, v in _INSIGHT_PAIRS.findall(m[0])]
+        if not any(k == "Loss" for k, _ in pairs):
+            continue
+        step = int(m[1])
+        _add_pairs(out, step, lines.at(m.start()), pairs, _INSIGHT_CANON)
+        _mark(st, steps, used, m.start(), step, "insightface")
 
 
 # -- YOLACT / yolact_edge -----------------------------------------------------------------------------------
@@ -2472,6 +2526,8 @@ FORMAT_PARSERS = (
     (parse_darknet_regions, (b"RegionAvg",)),
     (parse_openseg, (b"TrainIteration",)),
     (parse_vits, (b"TrainEpoch",)),
+    (parse_cleanrl, (b"globalstepepisodicreturn",)),
+    (parse_insightface, (b"GlobalStep",)),
     (parse_yolact, (b"TETA",)),
     (parse_nndet, (b"lossreached",)),
     (parse_kaldi, (b"objectivefunctionfor", b"ObjlogPzx")),

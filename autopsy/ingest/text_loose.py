@@ -231,19 +231,38 @@ def parse_loose_loss(text: bytes, first_line: int, st: StepState, out: Collector
     # counters that grow; lines of different keys may share one (a train and a val line under one epoch header)
     counted = all(r[3] is not None for r in rows) and all(
         a[3] < b[3] or (a[3] == b[3] and not {k for k, _ in a[2]} & {k for k, _ in b[2]}) for a, b in zip(rows, rows[1:]))
+    held_at = _held_out_steps(text, rows, steps) if not counted else {}
     for ls, pos, pairs, at in rows:
-        step = at if counted else step + 1
+        held = held_at.get(ls)
+        if held is None:
+            step = at if counted else step + 1
         line = lines.at(pos)
         for key, value in pairs:
-            out.add(step, key, value, line)
+            out.add(held if held is not None else step, key, value, line)
             if key in ("lr", "learning_rate"):
                 out.metric_override[key] = "learning_rate"
             elif key in ("grad_norm", "gnorm"):
                 out.metric_override[key] = "grad_norm"
-        steps.append((ls, step))
+        steps.append((ls, held if held is not None else step))
         used.add(ls)
     st.last_step = step
     st.inferred = st.inferred or not counted
+
+
+def _held_out_steps(text: bytes, rows: list, steps: StepMarks) -> dict[int, int]:
+    """Step-less held-out lines right under another format's records (``Step: 0, Train_loss: nan`` then ``--->
+    Validation_loss: nan``) take the step of the record above them, not one after the chunk's last record: only when
+    every loose row is such a line, each within CONTINUATION_LINES of its own record (else {}: numbered as before)."""
+    if not steps or not all(all(k.startswith("eval_") for k, _ in r[2]) for r in rows):
+        return {}
+    pos, step = steps.arrays()
+    out: dict[int, int] = {}
+    for ls, *_ in rows:
+        i = int(np.searchsorted(pos, ls)) - 1
+        if i < 0 or text.count(b"\n", int(pos[i]), ls) > CONTINUATION_LINES:
+            return {}
+        out[ls] = int(step[i])
+    return out if len(set(out.values())) == len(out) else {}
 
 
 #: an epoch header on a line of its own (the PyTorch transfer-learning tutorial's ``print(f'Epoch {epoch}/{num_epochs -
@@ -503,7 +522,7 @@ def parse_tensor_dicts(text: bytes, first_line: int, st: StepState, out: Collect
 
 #: ``key: number`` with a metric-like key (``completions/clipped_ratio``, ``reward_std``, ``loss``); a key of two words
 #: (``Grad Norm: 3.26e13``, ``Param Norm: 55.96``) only with an explicit ``:``/``=`` after it
-_KV = re.compile(rb"(?:([A-Za-z][\w/.@-]{0,40} [A-Za-z][\w/.@-]{0,40})[ \t]*[:=][ \t]*"
+_KV = re.compile(rb"(?:([A-Za-z][\w/.@-]{0,40}(?: [A-Za-z][\w/.@-]{0,40}){1,2})[ \t]*[:=][ \t]*"
                  rb"|([A-Za-z][\w/.@-]{0,80})(?:[ \t]*[:=][ \t]*|[ \t]+))(" + NUM + rb")(?![\w.])")
 #: what may stand between two pairs of such a line
 _KV_SEP = re.compile(rb"[ \t,;|]*(?:-[ \t]+)?[ \t,;|]*\Z")
@@ -511,16 +530,35 @@ _KV_SEP = re.compile(rb"[ \t,;|]*(?:-[ \t]+)?[ \t,;|]*\Z")
 MIN_RECORD_PAIRS = 3
 #: one of them names a training signal (the rest may be anything: reward_std, frac_reward_zero_std, acc)
 _SIGNAL_KEY = re.compile(r"(?i)loss|norm|reward")
-_RECORD_STEP_KEYS = {"step", "global_step", "iter", "iteration", "current_steps"}
+_RECORD_STEP_KEYS = {"step", "global_step", "iter", "iteration", "current_steps", "steps"}
 #: a record this few lines under a line another parser gave a step continues it (faster-rcnn.pytorch prints
 #: ``[session 1][epoch  1][iter  100/2892] loss: nan, lr: 1.00e-04`` then its loss terms two lines below)
 CONTINUATION_LINES = 3
-_RECORD_SKIP_KEYS = {"epoch", "total_steps", "time", "eta"}
+_RECORD_SKIP_KEYS = {"epoch", "total_steps", "time", "eta", "episodes"}
+
+
+#: a logging.Formatter's prefix before a record's first pair: a time, then a level word (VITS's utils.get_logger and its
+#: forks: ``"%(asctime)s\t%(name)s\t%(levelname)s\t%(message)s"`` -> ``2023-06-29 15:09:18,527\tbert_vits\tINFO\t``)
+_LOGGER_LEVEL = re.compile(rb"\b(?:INFO|DEBUG|WARNING|WARN)\b[ \t:|\]-]*")
+#: logging.basicConfig's default ``"%(levelname)s:%(name)s:%(message)s"`` (RVC: ``INFO:My-Voice:loss_disc=nan, ...``)
+_BASIC_LOGGER = re.compile(rb"[ \t]*(?:INFO|DEBUG|WARNING):[^\s:]{1,80}:")
+
+
+def _after_logger(line: bytes) -> bytes:
+    """The line without a logging prefix (a time then a level word, or basicConfig's ``LEVEL:name:``)."""
+    b = _BASIC_LOGGER.match(line)
+    if b is not None:
+        return line[b.end():]
+    lv = _LOGGER_LEVEL.search(line, 0, MAX_LOGGER_PREFIX)
+    if lv is not None and _LOG_TIME.search(line, 0, lv.start()) is not None:
+        return line[lv.end():]
+    return line
 
 
 def _record_pairs(line: bytes, signal: bool = True) -> list[tuple[str, float]] | None:
     """The pairs of a line that is nothing but pairs (separators aside), or None; ``signal``: one must name a
     training signal (a line next to such a record needs not: ``completions/clipped_ratio: 1 ...`` above its loss)."""
+    line = _after_logger(line)  # the logger's time and level, or basicConfig's level and name: the message is the record
     pairs, pos = [], 0
     for m in _KV.finditer(line):
         if not _KV_SEP.match(line[pos:m.start()]):

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from .text_metrics import has
+from .text_metrics import NUM, has
 
 #: bytes read per block: big enough that regex scans run in C, small enough for flat memory
 BLOCK_BYTES = 4 * 1024 * 1024
@@ -70,6 +70,45 @@ def unpad_nonfinite(data: bytes) -> bytes:
     if b"x" not in data or not has(data, b"nanx") and not has(data, b"infx"):  # a memchr first: HF dicts hold no x
         return data
     return _X_PADDED.sub(_blank_pad, data)
+
+
+#: a scalar tensor's repr printed where a metric's value goes (``print(f"Loss: {loss}")`` on a tensor): torch's
+#: ``Loss: tensor(0.6931, device='cuda:0', grad_fn=<NllLossBackward0>)``, TF eager's ``loss: tf.Tensor(0.69314,
+#: shape=(), dtype=float32)``, ``print("loss", loss)``'s ``loss tensor(0.6931, grad_fn=...)``, a one-element
+#: ``tensor([2478.5229], device='cuda:0', grad_fn=<NegBackward0>)``; not a dict's quoted item (``'loss_cls':
+#: tensor(...)``: parse_tensor_dicts reads those)
+_SCALAR_TENSOR = re.compile(rb"(tensor\(\[?|tf\.Tensor\()[ \t]*(" + NUM + rb")(\]?(?:,[ \t]*(?:device|grad_fn|dtype|"
+                            rb"requires_grad|shape)=[^,()\r\n]{0,80}(?:\(\))?)*\))")
+
+
+def _value_slot(data: bytes, at: int) -> bool:
+    """Whether the text before ``at`` ends where a value goes: ``:``/``=`` and blanks (not a quoted dict key's), or a
+    word and blanks (``print("loss", loss)``)."""
+    i = at
+    while i > 0 and data[i - 1] in (32, 9):
+        i -= 1
+    if i == 0:
+        return False
+    c = data[i - 1]
+    if c in (58, 61):  # ':' '='
+        return i < 2 or data[i - 2] not in (34, 39)  # not after a quote: a dict item (parse_tensor_dicts reads those)
+    return i < at and (65 <= c <= 90 or 97 <= c <= 122)
+
+
+def untensor(data: bytes) -> bytes:
+    """``data`` with each scalar tensor repr after a ``:``/``=`` (or a word and a blank) as its bare value, padded with
+    spaces (the same length, so offsets hold)."""
+    if not has(data, b"ensor("):
+        return data
+    out: bytearray | None = None
+    for m in _SCALAR_TENSOR.finditer(data):
+        if not _value_slot(data, m.start()):
+            continue
+        if out is None:
+            out = bytearray(data)
+        value = m[2]
+        out[m.start():m.end()] = value + b" " * (m.end() - m.start() - len(value))
+    return bytes(out) if out is not None else data
 
 
 #: a Markdown (or e-mail) quote marker at a line's start: ``> `` before every line of a log pasted into an issue
@@ -133,7 +172,7 @@ def iter_chunks(fh: BinaryIO, block_bytes: int = BLOCK_BYTES, line_cap: int = LI
                 return
             continue
         nul = buf.count(b"\x00") if b"\x00" in buf else 0  # the test is a memchr: most blocks have none
-        text = unpad_nonfinite(ascii_punctuation(strip_ansi(bytes(buf))))
+        text = untensor(unpad_nonfinite(ascii_punctuation(strip_ansi(bytes(buf)))))
         if line_no == 1:  # a quoted paste fits in one block; a two-byte search costs ~3.5 ms a block, so once a file
             text = unquote(text, True)
         if nul:

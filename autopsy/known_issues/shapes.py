@@ -198,6 +198,8 @@ def loss_dropped_from_log(run: Run) -> ShapeHit | None:
     silently disappears from the iteration line instead of showing as nan.
     """
     loss = _points(run, "loss")
+    if not len(loss):
+        return _loss_never_logged(run)
     if len(loss) < 2:
         return None
     last = loss[-1]
@@ -212,6 +214,36 @@ def loss_dropped_from_log(run: Run) -> ShapeHit | None:
                 f"the loss is missing from the log from step {p.step} on while {m} is still logged "
                 f"(last loss {last.value:.4g} at step {last.step})"))
     return None
+
+
+def _loss_never_logged(run: Run) -> ShapeHit | None:
+    """A Megatron iteration line (its skipped-iterations counter logged) that advanced every iteration of its
+    interval (``number of skipped iterations: 0``) yet prints no loss of any kind: Megatron-LM's training_log
+    prints each loss only ``if avg > 0.0``, so a NaN average leaves it out. (A line whose whole interval was
+    skipped, fp16's first loss-scale calibration, has no loss to print; and a log where some step was skipped shows
+    the NaN check working: not this.)"""
+    if any(_is_train_loss(m) for m in run.metrics()):
+        return None
+    skipped = _points(run, "skipped_iterations")
+    lr = _points(run, "learning_rate")
+    if not len(skipped) or not len(lr) or bool((skipped.values != 0).any()):
+        return None  # a loop that skips (and counts) a bad step is not the one whose NaN check never runs
+    for i in np.flatnonzero(skipped.values == 0):
+        p = skipped[int(i)]
+        at = lr.select(lr.steps == p.step)
+        if len(at) and at[0].source == p.source:
+            return ShapeHit("loss_dropped_from_log", p.step, p.evidence(
+                f"the iteration line at step {p.step} prints no loss while its learning rate ({at[0].value:.4g}) "
+                f"and 'number of skipped iterations: 0' are printed: Megatron prints a loss only when its average "
+                f"is > 0, so a NaN loss is left out"))
+    return None
+
+
+def _is_train_loss(metric: str) -> bool:
+    leaf = metric.rsplit("/", 1)[-1].lower()
+    if leaf.startswith(("eval", "val", "test")) or metric.lower().startswith(("eval", "val", "test")):
+        return False
+    return leaf == "loss" or leaf.endswith(("_loss", " loss"))
 
 
 def rollout_policy_mismatch(run: Run) -> ShapeHit | None:
