@@ -89,6 +89,7 @@ EXPLAINS: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     "lr_schedule_stalled": {"lr_near_zero", "loss_flat", "frozen_weights"},
     "degenerate_labels": {"trivial_task", "zero_loss"},
     "completions_truncated": {"truncated_completions", "loss_flat", "zero_grad_norm"},
+    "zero_advantage_groups": {"frozen_weights", "zero_grad_norm", "zero_loss", "loss_flat"},
     "data_exhausted": {"stopped_early", "eval_nonfinite"},
     "loss_shape_mismatch": {"config_defect", "loss_flat", "nonfinite_loss", "nonfinite_grad_norm", "zero_loss", "crash"},
     "pretrained_weights_not_loaded": {"config_defect", "loss_flat", "high_start_loss", "loss_divergence", "crash"},
@@ -103,7 +104,7 @@ PRIOR: dict[str, float] = {
     "nan_in_data": 0.05, "bf16_unsupported_hardware": 0.03, "padding_free_without_flash_attn": 0.02,
     "lora_task_type_mismatch": 0.02, "sequence_parallel_labels": 0.02, "vocab_mismatch": 0.02,
     "zero3_empty_tensors": 0.02, "kl_estimator_overflow": 0.02, "lr_schedule_stalled": 0.02,
-    "completions_truncated": 0.02, "data_exhausted": 0.02, "fp16_unsupported_hardware": 0.02, "ctc_output_longer_than_input": 0.02,
+    "completions_truncated": 0.02, "zero_advantage_groups": 0.02, "data_exhausted": 0.02, "fp16_unsupported_hardware": 0.02, "ctc_output_longer_than_input": 0.02,
     "degenerate_labels": 0.02, "loss_shape_mismatch": 0.02, "pretrained_weights_not_loaded": 0.02, "crash": 0.01,
 }
 

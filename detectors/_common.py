@@ -540,6 +540,10 @@ def nonfinite_onset(run: Run) -> Onset | None:
                 f"JAX's debug_nans check: the jitted {ev.data.get('tensor')} produced a NaN/Inf (the first computation "
                 "that did; the step's loss or gradients are non-finite from here)"
                 if ev.data.get("what") == "jax_debug" else
+                (f"TensorFlow's CheckNumerics ({ev.data.get('tensor')}) found a non-finite tensor"
+                 + (": the global norm of the gradients, so the gradients were NaN/Inf"
+                    if "global norm" in str(ev.data.get("tensor")).lower() else ""))
+                if ev.data.get("what") == "check_numerics" else
                 "the training loop reported a non-finite loss" if ev.data.get("warned") else
                 "the training loop stopped on a non-finite loss")
         candidates.append(Onset(ev.step if ev.step is not None else step_near(run, ev), "loss",

@@ -72,6 +72,8 @@ EXPLAINED = re.compile(
 #: failure, not the raise), GradScaler finding no gradients, a library refusing bf16 - named where they are read
 EXPLAINING_KINDS = ("nan_stop", "no_trainable_params", "bf16_unsupported", "vae_nan", "loss_diverged",
                     "loss_shape_mismatch")
+#: lines after an exception's line that may still be its message (TF prints the op's error on the next lines)
+MESSAGE_LINES = 2
 #: the events the detectors that explain EXPLAINED's messages read (gradientless params, bf16, loss scale, vocab,
 #: masked labels): one of them must be in the run for an EXPLAINED message to be left to them
 CORROBORATING_KINDS = ("no_grad_fn", "no_grad_inputs", "no_trainable_params", "bf16_unsupported", "loss_scale_min",
@@ -422,6 +424,30 @@ KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = 
      "line is not where it happened",
      ("Rerun with CUDA_LAUNCH_BLOCKING=1 (or one step on the CPU) to get the failing operation; check token and label "
       "ids against the vocabulary and class count; update the driver, or rebuild custom kernels for this GPU.",)),
+    # cuBLAS failing to run a GEMM ("CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx(...)`"):
+    # cuBLAS' own doc says only "the GPU program failed to execute"; in training threads it is an earlier asynchronous
+    # fault surfacing at the next matrix multiply (dInfer#22: a vocabulary larger than the model's), a half-precision
+    # GEMM the GPU cannot run (DeepSpeed#294: fp16 on a P100), or the driver/toolkit
+    (re.compile(r"CUBLAS_STATUS_(?:EXECUTION_FAILED|INTERNAL_ERROR)"),
+     "a cuBLAS matrix multiply that failed to run",
+     "a cuBLAS GEMM kernel failed on the GPU: most often an earlier asynchronous CUDA fault reported at the next matrix "
+     "multiply (an out-of-range token or label id: ids at or above the embedding's vocabulary size, e.g. tokens added "
+     "to the tokenizer without resizing the model's embeddings), else a half-precision GEMM this GPU or cuBLAS build "
+     "cannot run, GPU memory nearly exhausted, or a driver/CUDA mismatch",
+     ("Rerun with CUDA_LAUNCH_BLOCKING=1 (or one step on the CPU) to get the failing operation; check max(input_ids) "
+      "against the model's vocabulary (model.resize_token_embeddings(len(tokenizer)) after adding tokens) and label "
+      "ids against the class count; then try fp32 or a smaller batch, and check the torch CUDA build against the "
+      "driver.",)),
+    # cuBLAS unable to create its handle ("CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate(handle)`"): the
+    # first GEMM's allocation failing (lm-evaluation-harness#1689: memory, or a tokenizer larger than the embeddings)
+    (re.compile(r"CUBLAS_STATUS_NOT_INITIALIZED"),
+     "cuBLAS could not initialise",
+     "cuBLAS failed to create its handle at the first matrix multiply: usually the GPU's memory was already full when "
+     "it tried to allocate its workspace (an out-of-memory in another name), else an earlier out-of-range index fault "
+     "or a torch build whose CUDA does not match the driver",
+     ("Check free GPU memory at that point (other processes, a larger batch or sequence length) and retry with a "
+      "smaller batch; rerun with CUDA_LAUNCH_BLOCKING=1 to rule out an out-of-range token or label id; check the "
+      "torch CUDA build against the driver.",)),
     # NCCL failing a collective (not its watchdog timeout, which is CRASH001's collective-timeout finding)
     (re.compile(r"NCCL error in: [^\n]{0,200}?(?:unhandled system error|unhandled cuda error|invalid usage|internal "
                 r"error|remote process exited or there was a network error)"),
@@ -883,7 +909,14 @@ def detect(run: Run) -> Iterable[Finding]:
     remedies = list(known[2]) if known else [f"Fix the {exc_type} named in the traceback (see the frame it was raised in)."]
     if resume:
         remedies.append(resume[0].upper() + resume[1:] + ".")
-    named_here = any(e.kind in EXPLAINING_KINDS and e.source == fatal.source and e.line == fatal.line
+    # (an exception line ending in a colon continues on the next lines, where a NaN check's words may be: TF's
+    # "InvalidArgumentError: From /job:worker/replica:0/task:0:" then "Gradient for .../gamma:0 is NaN : Tensor had NaN
+    # values")
+    continued = fatal.message.rstrip().endswith(":")
+    named_here = any(e.kind in EXPLAINING_KINDS and e.source == fatal.source and e.line is not None
+                     and fatal.line is not None
+                     and (e.line == fatal.line or (continued and e.kind == "nan_stop"
+                                                   and 0 < e.line - fatal.line <= MESSAGE_LINES))
                      for e in run.events)
     # a message of the kinds another detector explains counts only where that detector has its event to go on:
     # "`FlatParameter` requires uniform `requires_grad`" (FSDP, flan-alpaca#10) names requires_grad and no

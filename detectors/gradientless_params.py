@@ -43,6 +43,7 @@ from detectors._common import (
     ck_step,
     config_evidence,
     event_evidence,
+    is_policy_gradient_run,
     nonfinite_onset,
     num,
     points,
@@ -108,6 +109,11 @@ def detect(run: Run) -> Iterable[Finding]:
     direct_events = list(direct)
     direct.extend(_checkpoint_evidence(run))
     curve = _zero_grad(run)
+    if curve is not None and not direct and not weak:
+        equal = _zero_advantage(run)
+        if equal is not None:
+            yield equal
+            return
     if curve is None and not direct and not weak:
         still = _policy_equals_reference(run)
         if still is not None:
@@ -320,6 +326,62 @@ def _policy_equals_reference(run: Run) -> Finding | None:
                  + ("; here beta = 0 alone explains it" if beta0 else "") + "."),
         first_step=first.step, evidence=ev, basis="inferred", symptom="frozen_weights",
         remedies=remedies)
+
+
+#: the root cause when every group's completions got the same reward (GRPO/RLOO-style advantages all 0)
+ZERO_ADVANTAGE = "zero_advantage_groups"
+
+
+def _zero_advantage(run: Run) -> Finding | None:
+    """A policy-gradient run whose grad_norm is exactly 0 where every group's rewards were equal: TRL's
+    ``reward_std`` exactly 0 (or ``frac_reward_zero_std`` 1.0) at >= ZERO_GRAD_LOGS of those logs. The advantages
+    (reward minus its group's mean) are then all 0, so the loss and its gradient are 0 by construction: no weight is
+    frozen, the reward gives nothing to learn from."""
+    if not is_policy_gradient_run(run):
+        return None
+    gn = points(run, "grad_norm")
+    zero_steps = gn.steps[gn.values == 0.0]
+    if len(zero_steps) < ZERO_GRAD_LOGS:
+        return None
+    rstd, frac = points(run, "reward_std"), points(run, "frac_reward_zero_std")
+    flat = np.zeros(len(zero_steps), dtype=bool)
+    for s, test in ((rstd, lambda v: v == 0.0), (frac, lambda v: v == 1.0)):
+        present, value = s.lookup(zero_steps) if len(s) else (np.zeros(len(zero_steps), bool), None)
+        if value is not None:
+            flat |= present & test(np.nan_to_num(value, nan=-1.0))
+    if int(flat.sum()) < ZERO_GRAD_LOGS or flat.sum() < 0.8 * len(zero_steps):
+        return None
+    first = gn.select(gn.steps == zero_steps[int(np.argmax(flat))])[0]
+    ev = [first.evidence(f"grad_norm exactly 0.0 at {len(zero_steps)} logs, with every group's rewards equal at "
+                         f"{int(flat.sum())} of them")]
+    for s, what in ((rstd, "reward_std = 0: each prompt's completions got the same reward"),
+                    (frac, "frac_reward_zero_std = 1.0: every group had zero reward spread")):
+        hit = s.select(np.isin(s.steps, zero_steps) & ((s.values == 0.0) if s is rstd else (s.values == 1.0))) \
+            if len(s) else s
+        if len(hit):
+            ev.append(hit[0].evidence(f"{what} (step {hit[0].step})"))
+    reward = points(run, "reward").finite_only()
+    same = len(reward) >= ZERO_GRAD_LOGS and float(np.ptp(reward.values)) == 0.0
+    if same:
+        ev.append(reward[0].evidence(f"reward = {fmt(reward[0].value)} at every one of {len(reward)} logs: the reward "
+                                     "function scores every completion alike"))
+    return Finding(
+        code=CODE, name=SLUG, root_cause=ZERO_ADVANTAGE, severity="error", confidence=0.65,
+        title="Every group's completions got the same reward: zero advantages, nothing to learn",
+        message=("The gradient is exactly 0 because the policy-gradient signal is: within each group of completions "
+                 "of a prompt the rewards are all equal (reward_std 0), so every advantage (reward minus the group's "
+                 "mean) is 0 and the loss and its gradient vanish by construction. No weight is frozen; the reward "
+                 "gives nothing to learn from" + (f" (the mean reward never moves from {fmt(reward[0].value)})" if same
+                                                  else "") + "."),
+        first_step=first.step, evidence=ev, basis="inferred", symptom="frozen_weights",
+        remedies=["Check the reward functions on a few sampled completions by hand: a format the completions never "
+                  "match, an answer extractor that always fails, or a threshold no sample reaches scores every "
+                  "completion alike (often 0).",
+                  "Give each prompt several completions (num_generations >= 2, larger for hard prompts) with enough "
+                  "sampling temperature that they differ, and start from prompts the model solves sometimes (not "
+                  "never, not always).",
+                  "Add a graded or partial-credit reward so groups are rarely all equal; TRL logs "
+                  "frac_reward_zero_std to watch it."])
 
 
 def _zero_grad(run: Run) -> Evidence | None:

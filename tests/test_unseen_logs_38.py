@@ -288,3 +288,75 @@ def test_insightface_lines_give_loss_lr_and_the_fp16_scale(tmp_path: Path):
     assert df[df["metric"] == "loss_scale"]["step"].tolist() == [20, 30, 40]
     assert df[df["metric"] == "learning_rate"]["value"].tolist() == [0.001] * 3
     assert _verdict(a) == ("failed", "fp16_overflow")  # was inconclusive: the scale named fp16
+
+
+# -- TensorFlow's CheckNumerics failing: a NaN check, not an unknown crash -------------------------------------------------
+
+# https://github.com/google-research/bert/issues/92 (as pasted): tf.clip_by_global_norm's own check on the gradients
+BERT_92 = """    run_metadata)
+tensorflow.python.framework.errors_impl.InvalidArgumentError: Found Inf or NaN global norm. : Tensor had NaN values
+\t [[{{node VerifyFinite/CheckNumerics}} = CheckNumerics[T=DT_FLOAT, message="Found Inf or NaN global norm.", _device="/job:localhost/replica:0/task:0/device:GPU:0"](global_norm/global_norm)]]
+"""
+# https://github.com/tensorflow/tpu/issues/759 (as pasted): the op's message on the line after the exception's
+TPU_759 = """tensorflow.python.framework.errors_impl.InvalidArgumentError: From /job:worker/replica:0/task:0:
+Gradient for resnet101/batch_normalization_10/gamma:0 is NaN : Tensor had NaN values
+         [[node CheckNumerics_31 (defined at /usr/local/lib/python3.7/dist-packages/tensorflow_estimator/python/estimator/tpu/tpu_estimator.py:240) ]]
+"""
+
+
+def test_a_check_numerics_failure_is_a_nan_stop_not_a_crash(tmp_path: Path):
+    for i, (log, tensor) in enumerate(((BERT_92, "Found Inf or NaN global norm"),
+                                       (TPU_759, "Gradient for resnet101/batch_normalization_10/gamma:0 is NaN"))):
+        a = _run_in(tmp_path, i, log)
+        stops = [e for e in a.run.events if e.kind == "nan_stop"]
+        assert stops and stops[0].data["tensor"] == tensor
+        assert _verdict(a)[1] != "crash"  # was "Crashed with InvalidArgumentError"
+        crash = _finding(a, "CRASH001")
+        assert crash is None or crash.severity == "info"
+
+
+# -- cuBLAS failures explained --------------------------------------------------------------------------------------------
+
+# messages as in the titles of NVIDIA/TensorRT-LLM#5390 and EleutherAI/lm-evaluation-harness#1689
+CUBLAS_EXEC = ("RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx( handle, opa, opb, m, "
+               "n, k, &falpha, a, CUDA_R_16BF, lda, b, CUDA_R_16BF, ldb, &fbeta, c, CUDA_R_16BF, ldc, compute_\n")
+CUBLAS_INIT = "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate(handle)`\n"
+
+
+def test_cublas_failures_are_explained_with_their_usual_causes(tmp_path: Path):
+    a = _run_in(tmp_path, 0, CUBLAS_EXEC)
+    f = _finding(a, "CRASH001")
+    assert "cuBLAS matrix multiply" in f.title
+    assert any("CUDA_LAUNCH_BLOCKING=1" in r and "resize_token_embeddings" in r for r in f.remedies)
+    b = _run_in(tmp_path, 1, CUBLAS_INIT)
+    g = _finding(b, "CRASH001")
+    assert "cuBLAS could not initialise" in g.title and "memory" in g.message
+
+
+# -- GRPO's zero-advantage groups: a zero gradient with every group's rewards equal is no frozen weight -----------------
+
+# https://github.com/huggingface/trl/issues/3857 (the record as pasted; the thread shows the next one opening the same
+# way, "{'loss': 0.0, 'grad_norm': 0.0, 'learning_rate'"), here at five consecutive steps: the shape ms-swift#4547's
+# maintainer explains ("Because the reward_std is 0, the gradient is equal to 0 according to the formula"; the reporter
+# changed the reward function and it trained)
+TRL_3857_RECORD = ("{'loss': 0.0, 'grad_norm': 0.0, 'learning_rate': 1.7050844078611056e-06, 'num_tokens': 1751675.0, "
+                   "'completions/mean_length': 701.8125, 'completions/clipped_ratio': 0.0, "
+                   "'rewards/json_format_reward/mean': 2.0, 'rewards/json_format_reward/std': 0.0, 'reward': 3.0, "
+                   "'reward_std': 0.0, 'frac_reward_zero_std': 1.0, 'clip_ratio/region_mean': 0.0, 'epoch': 0.33}\n")
+# https://github.com/modelscope/ms-swift/issues/5571 (the record as pasted, repeated likewise): grad_norm 0 while the
+# groups' rewards differ (reward_std 0.44, frac_reward_zero_std 0.0): not zero advantages
+SWIFT_5571_RECORD = ("{'loss': -0.0, 'grad_norm': 0.0, 'learning_rate': 2.6e-07, 'reward': 0.34375, 'reward_std': "
+                     "0.4397946, 'frac_reward_zero_std': 0.0, 'completions/clipped_ratio': 0.0, 'kl': 0.0, 'epoch': 0.0}\n")
+
+
+def test_zero_gradients_with_equal_rewards_in_every_group_are_zero_advantages(tmp_path: Path):
+    a = _run_in(tmp_path, 0, TRL_3857_RECORD * 5)
+    assert _verdict(a) == ("failed", "zero_advantage_groups")  # was gradientless_params
+    f = next(f for f in a.diagnosis.findings if f.root_cause == "zero_advantage_groups")
+    assert any("reward_std = 0" in e.detail for e in f.evidence)
+    assert any("num_generations" in r for r in f.remedies)
+
+
+def test_zero_gradients_while_rewards_differ_are_not_zero_advantages(tmp_path: Path):
+    a = _run_in(tmp_path, 0, SWIFT_5571_RECORD * 5)
+    assert not any(f.root_cause == "zero_advantage_groups" for f in a.diagnosis.findings)

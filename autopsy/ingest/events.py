@@ -81,6 +81,8 @@ def _shape(dims: str) -> list[int]:
 
 # (kind, compiled regex, data builder). Order matters: the first match wins for a line.
 _NUM = r"(\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
+#: the exception in front of a CheckNumerics message ("...InvalidArgumentError: ", "... (see above for traceback): ")
+_CHECK_PREFIX = re.compile(r"^.*?(?:Error|Exception)\b(?: \(see above for traceback\))?:\s*")
 _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, Any]]]] = [
     ("overflow", re.compile(r"Attempted loss scale: " + _NUM + r", but hysteresis is (\d+)\. Reducing hysteresis to (\d+)"),
      lambda m: {"attempted": _f(m[1]), "new": _f(m[1]), "hysteresis": int(m[2]), "new_hysteresis": int(m[3])}),
@@ -197,6 +199,12 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("nan_stop", re.compile(r"Nan in summary histogram for:?\s*(\S+)"), lambda m: {"tensor": m[1], "what": "weights"}),
     # ... the same error with its tensor cut off (a paste ending there: "InvalidArgumentError: Nan in summary hist")
     ("nan_stop", re.compile(r"Nan in summary hist(?:ogram)?\s*$"), lambda m: {"tensor": "(cut off)", "what": "weights"}),
+    # TensorFlow's CheckNumerics op (tf.debugging.check_numerics, tf.clip_by_global_norm's own check) failing:
+    # check_numerics_op.cc raises "<message> : Tensor had NaN values" ("Inf", "Inf and NaN"); clip_by_global_norm's
+    # message is "Found Inf or NaN global norm.", i.e. the gradients ("InvalidArgumentError:  Found Inf or NaN global
+    # norm. : Tensor had NaN values")
+    ("nan_stop", re.compile(r"^([^\n]{0,240}?)\s*:\s+Tensor had (?:NaN|Inf|Inf and NaN) values"),
+     lambda m: {"tensor": _CHECK_PREFIX.sub("", m[1]).strip().rstrip(".") or "(unnamed)", "what": "check_numerics"}),
     # torch.autograd.detect_anomaly() (or set_detect_anomaly(True)) raising in backward: "Function 'LogSigmoidBackward0'
     # returned nan values in its 0th output." (torch/csrc/autograd/engine.cpp): the first backward op that made a NaN
     ("nan_stop", re.compile(r"Function '(\w+)' returned nan values in its (\d+)\w* output"),
@@ -457,7 +465,7 @@ TRIGGERS = (
     "Expected target size", "multi-target not supported", "FloatingPointError", "invalid value (nan)",
     "divide by zero (inf)", "Num examples", "um batches per epoch", "um epochs", "um Epochs",
     "otal optimization steps", "out of bounds", "Expected input batch", "Target size", "Killed", "killed", "SIGKILL", "code 137", "code: 137",
-    "code (137)", "return code = -9",
+    "code (137)", "return code = -9", "Tensor had",
     "Loss was", "Loss went", "Loss turned", "Loss has become", "loss is nan", "loss is NaN", "loss is inf", "loss is Inf",
     "loss became", "loss was nan", "loss was NaN", "loss was inf", "loss went", "loss turned", "loss has become",
 )
