@@ -40,7 +40,7 @@ ROOT_CAUSES: dict[str, str] = {
     "gradientless_params": "Trainable parameters receive no gradient; weights never move.",
     "lora_task_type_mismatch": "LoRA task_type does not match the model head (e.g. reward model not SEQ_CLS).",
     "nan_in_data": "Non-finite (or absurd) values come from the data, particular bad samples, not from the optimisation.",
-    "vocab_mismatch": "Ids exceed what the model has: token ids beyond its vocabulary (tokenizer/model mismatch), or class labels beyond its classifier's outputs.",
+    "vocab_mismatch": "Ids exceed what the model has: token ids beyond its vocabulary (tokenizer/model mismatch), position ids beyond its position embeddings (sequences longer than its maximum, not truncated), or class labels beyond its classifier's outputs.",
     "framework_bug": "A known bug of a framework version triggered by this configuration.",
     "out_of_memory": "The run died from running out of memory (the GPU's, or the host's RAM).",
     "zero3_empty_tensors": "ZeRO-3 partitioned parameters were saved without gathering: the checkpoint holds [0]-shaped tensors.",

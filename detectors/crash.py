@@ -424,6 +424,18 @@ KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = 
      "line is not where it happened",
      ("Rerun with CUDA_LAUNCH_BLOCKING=1 (or one step on the CPU) to get the failing operation; check token and label "
       "ids against the vocabulary and class count; update the driver, or rebuild custom kernels for this GPU.",)),
+    # a CUDA library a compiled package links against is missing ("OSError: libcudart.so.11.0: cannot open shared object
+    # file: No such file or directory"): the package was built for another CUDA version than the one installed (dgl#5547,
+    # solved by the matching PyTorch+CUDA build; pytorch#10910, a cudatoolkit of another version)
+    (re.compile(r"lib(?:cudart|cublas|cublasLt|cudnn\w*|cufft|curand|cusparse|cusolver|nvrtc|nccl|nvToolsExt|nvJitLink)"
+                r"\S*?\.so(?:\.[\d.]+)?: cannot open shared object file"),
+     "a CUDA library the installed packages were built against is missing",
+     "a compiled package (torch itself, or an extension: bitsandbytes, flash-attn, torch-scatter, dgl, mamba-ssm, "
+     "TensorFlow) links against a CUDA runtime library of a version that is not installed or not on the library path: "
+     "packages built for different CUDA versions are mixed in one environment",
+     ("Install every CUDA-built package for one CUDA version: check torch.version.cuda, then install the failing "
+      "package's wheel built for that version (or torch built for the CUDA the package needs); otherwise install the "
+      "missing runtime (the version in the .so name) and put it on LD_LIBRARY_PATH.",)),
     # cuBLAS failing to run a GEMM ("CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx(...)`"):
     # cuBLAS' own doc says only "the GPU program failed to execute"; in training threads it is an earlier asynchronous
     # fault surfacing at the next matrix multiply (dInfer#22: a vocabulary larger than the model's), a half-precision

@@ -114,6 +114,10 @@ def detect(run: Run) -> Iterable[Finding]:
                       "On GPU, rerun one step with CUDA_LAUNCH_BLOCKING=1 (or on CPU) to see the offending label."],
         )
         return
+    long_seq = _too_long_sequences(run, crashes)
+    if long_seq is not None and not too_big:
+        yield long_seq
+        return
     if crashes:
         e, text = crashes[0]
         in_embedding = bool(EMBEDDING_RE.search(text))
@@ -146,3 +150,44 @@ def detect(run: Run) -> Iterable[Finding]:
                     f"{int(tok_v[0] - model_v[0])} extra ids in the data will crash the embedding lookup.",
             first_step=None, evidence=evidence, remedies=list(REMEDIES), references=list(REFS), basis="direct", symptom="config_defect",
         )
+
+
+#: torch's broadcast error when a sequence is longer than the absolute position embeddings it is added to ("The size of
+#: tensor a (944055) must match the size of tensor b (512) at non-singleton dimension 1")
+SIZE_MATCH_RE = re.compile(r"The size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)")
+
+
+def _too_long_sequences(run: Run, crashes: list) -> Finding | None:
+    """The tokenizer warned that a text is longer than model_max_length, and the run then died on an index out of range
+    in a lookup (the position embedding) or on a tensor-size mismatch against that length: the sequences were not
+    truncated, so position ids run past max_position_embeddings. Not a vocabulary mismatch."""
+    warned = run.events_of("sequence_too_long")
+    if not warned:
+        return None
+    longest = max(warned, key=lambda w: w.data.get("length") or 0)
+    limit = longest.data.get("max")
+    died = crashes[0][0] if crashes else None
+    if died is None:
+        for ev in run.events_of("traceback"):
+            m = SIZE_MATCH_RE.search(f"{ev.message} {ev.data.get('exc_message', '')}")
+            if m is not None and limit is not None and int(m[2]) == limit:
+                died = ev
+                break
+    if died is None:
+        return None
+    return Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.8,
+        title=f"Sequences longer than the model's maximum ({longest.data.get('length')} > {limit} tokens) ran past its "
+              "position embeddings",
+        message=(f"The tokenizer warned that a text encodes to {longest.data.get('length')} tokens, more than the model's "
+                 f"maximum of {limit}, and the run then died on an index or size the positions exceed: "
+                 f"{died.message.strip().splitlines()[-1][:160]}. The inputs were not truncated, so position ids past "
+                 f"{limit} have no row in the position embeddings (not a token id beyond the vocabulary)."),
+        first_step=died.step, evidence=[event_evidence(longest), event_evidence(died)], basis="direct", symptom="crash",
+        remedies=[f"Truncate when tokenizing: tokenizer(text, truncation=True, max_length={limit}) (or the trainer's "
+                  "max_length / max_seq_length / cutoff_len set to it).",
+                  "For long documents, split them into windows of at most that length (a stride/overlap for QA) "
+                  "instead of feeding them whole; do not raise model_max_length beyond the model's "
+                  "max_position_embeddings."],
+        references=list(REFS),
+    )

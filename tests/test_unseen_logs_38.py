@@ -360,3 +360,47 @@ def test_zero_gradients_with_equal_rewards_in_every_group_are_zero_advantages(tm
 def test_zero_gradients_while_rewards_differ_are_not_zero_advantages(tmp_path: Path):
     a = _run_in(tmp_path, 0, SWIFT_5571_RECORD * 5)
     assert not any(f.root_cause == "zero_advantage_groups" for f in a.diagnosis.findings)
+
+
+# -- sequences longer than the model's maximum: position ids past the position embeddings, not the vocabulary -------------
+
+# https://github.com/huggingface/transformers/issues/14384 (its title, the tokenizer's warning, then the CUDA asserts of
+# the embedding lookup as pasted)
+HF_14384 = """Token indices sequence length is longer than the specified maximum sequence length for this model (1034 > 1024). Running this sequence through the model will result in indexing errors
+/tmp/pip-req-build-pma2oi4d/aten/src/ATen/native/cuda/Indexing.cu:702: indexSelectLargeIndex: block: [176,0,0], thread: [21,0,0] Assertion `srcIndex < srcSelectDimSize` failed.
+/tmp/pip-req-build-pma2oi4d/aten/src/ATen/native/cuda/Indexing.cu:702: indexSelectLargeIndex: block: [176,0,0], thread: [22,0,0] Assertion `srcIndex < srcSelectDimSize` failed.
+"""
+# https://github.com/haotian-liu/LLaVA/issues/999 (as pasted): the warning alone, training went on (the inputs were
+# truncated afterwards): nothing failed
+LLAVA_999 = ("Token indices sequence length is longer than the specified maximum sequence length for this model (3278 > "
+             "2048). Running this sequence through the model will result in indexing errors\n")
+
+
+def test_a_too_long_sequence_then_an_index_error_is_the_position_embedding(tmp_path: Path):
+    a = _run_in(tmp_path, 0, HF_14384)
+    f = _finding(a, "VOCAB001")
+    assert f is not None and "position embeddings" in f.title and "1034 > 1024" in f.title
+    assert any("truncation=True, max_length=1024" in r for r in f.remedies)
+    assert _verdict(a) == ("failed", "vocab_mismatch")
+
+
+def test_the_too_long_warning_alone_is_no_failure(tmp_path: Path):
+    a = _run_in(tmp_path, 0, LLAVA_999)
+    assert _finding(a, "VOCAB001") is None
+    assert _verdict(a)[0] != "failed"
+
+
+# https://github.com/pyg-team/pytorch_geometric/issues/1902 (as pasted, the traceback's end): an extension built for
+# another CUDA than the environment's
+PYG_1902 = """  File "/root/anaconda3/lib/python3.7/site-packages/torch/_ops.py", line 105, in load_library
+    ctypes.CDLL(path)
+  File "/root/anaconda3/lib/python3.7/ctypes/__init__.py", line 364, in __init__
+    self._handle = _dlopen(self._name, mode)
+OSError: libcudart.so.11.0: cannot open shared object file: No such file or directory
+"""
+
+
+def test_a_missing_cuda_runtime_library_is_explained(tmp_path: Path):
+    a = _run_in(tmp_path, 0, "Traceback (most recent call last):\n" + PYG_1902)
+    f = _finding(a, "CRASH001")
+    assert "CUDA library" in f.title and any("torch.version.cuda" in r for r in f.remedies)

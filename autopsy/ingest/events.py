@@ -33,7 +33,7 @@ EVENT_KINDS = (
     "empty_tensor_load", "nan_input", "labels_masked", "no_trainable_params", "native_abort", "input_exhausted",
     "collective_timeout", "empty_reduction", "zero_plan", "loss_rejected", "ctc_no_alignment", "ctc_lengths", "vae_nan", "missing_keys", "grad_skip",
     "no_labels_found", "loss_diverged", "resumed", "loss_shape_mismatch", "checkpoint_not_found", "darknet_region", "step_skipped",
-    "nonfinite_logged", "killed", "warning", "error",
+    "nonfinite_logged", "killed", "sequence_too_long", "warning", "error",
 )
 
 #: events kept per kind from the start of the log: enough to show how a sequence began
@@ -148,6 +148,13 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
      lambda m: {"where": m[1] or m[2]}),
     # unsloth's dataset check (>= 90% of sampled rows fully masked), printed or raised as ZeroDivisionError
     ("labels_masked", re.compile(r"(Most|All) labels in your dataset are -100"), lambda m: {"share": m[1].lower()}),
+    # transformers' tokenizer (tokenization_utils_base._eventual_warn_about_too_long_sequence) encoding a text longer
+    # than model_max_length: "Token indices sequence length is longer than the specified maximum sequence length for this
+    # model (1024 > 512). Running this sequence through the model will result in indexing errors" (harmless when the
+    # texts are chunked afterwards, as run_clm does)
+    ("sequence_too_long", re.compile(r"Token indices sequence length is longer than the specified maximum\s+sequence "
+                                     r"length for this (?:\w+ )?model \((\d+) > (\d+)\)"),
+     lambda m: {"length": int(m[1]), "max": int(m[2])}),
     ("prompt_fills_max_length", re.compile(
         r"prompt alone fills `?max_length|prompts to be truncated or completely removed|"
         r"prompt[^\n]{0,60}(?:longer than|exceeds|fills)[^\n]{0,30}max_(?:prompt_)?length"), lambda m: {}),
@@ -434,7 +441,7 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
 #: kinds that are warnings/notices about the setup: worth one event per distinct text
 _WARNINGISH = {"no_trainable_params", "padding_free_warning", "flash_attn_warning", "gemma_eager_warning", "cudnn_sdpa_warning",
                "lr_before_step", "no_grad_inputs", "response_key_missing", "labels_masked", "prompt_fills_max_length",
-               "unscale_fp16", "warning", "error"}
+               "unscale_fp16", "sequence_too_long", "warning", "error"}
 
 #: a line that is a warning when it carries one of these markers
 _WARNING_LINE = re.compile(r"\bWARNING\b|\bWARN\b|\w*Warning\b|^\s*W\d{4} |\[W(?:ARNING)?[\]\s|]|\bwarn\(")
@@ -465,7 +472,7 @@ TRIGGERS = (
     "Expected target size", "multi-target not supported", "FloatingPointError", "invalid value (nan)",
     "divide by zero (inf)", "Num examples", "um batches per epoch", "um epochs", "um Epochs",
     "otal optimization steps", "out of bounds", "Expected input batch", "Target size", "Killed", "killed", "SIGKILL", "code 137", "code: 137",
-    "code (137)", "return code = -9", "Tensor had",
+    "code (137)", "return code = -9", "Tensor had", "Token indices sequence length",
     "Loss was", "Loss went", "Loss turned", "Loss has become", "loss is nan", "loss is NaN", "loss is inf", "loss is Inf",
     "loss became", "loss was nan", "loss was NaN", "loss was inf", "loss went", "loss turned", "loss has become",
 )
