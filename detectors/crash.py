@@ -424,6 +424,17 @@ KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = 
      "line is not where it happened",
      ("Rerun with CUDA_LAUNCH_BLOCKING=1 (or one step on the CPU) to get the failing operation; check token and label "
       "ids against the vocabulary and class count; update the driver, or rebuild custom kernels for this GPU.",)),
+    # DDP's reducer finding parameters that got no gradient in the previous iteration (torch/csrc/distributed/c10d/
+    # reducer.cpp: "Expected to have finished reduction in the prior iteration before starting a new one. This error
+    # indicates that your module has parameters that were not used in producing loss.")
+    (re.compile(r"Expected to have finished reduction in the prior iteration"),
+     "parameters unused in the loss under DDP",
+     "DistributedDataParallel expects a gradient for every parameter that requires one, every iteration: some "
+     "parameters took no part in the loss (an output or head the loss does not use, a branch taken only sometimes, "
+     "a frozen part left with requires_grad=True, modules of a multi-task model unused by this batch)",
+     ("Set find_unused_parameters=True (ddp_find_unused_parameters=True in HF TrainingArguments, "
+      "strategy='ddp_find_unused_parameters_true' in Lightning), or make every output take part in the loss and set "
+      "requires_grad=False on what is not trained; TORCH_DISTRIBUTED_DEBUG=DETAIL names the parameters.",)),
     # a CUDA library a compiled package links against is missing ("OSError: libcudart.so.11.0: cannot open shared object
     # file: No such file or directory"): the package was built for another CUDA version than the one installed (dgl#5547,
     # solved by the matching PyTorch+CUDA build; pytorch#10910, a cudatoolkit of another version)

@@ -404,3 +404,22 @@ def test_a_missing_cuda_runtime_library_is_explained(tmp_path: Path):
     a = _run_in(tmp_path, 0, "Traceback (most recent call last):\n" + PYG_1902)
     f = _finding(a, "CRASH001")
     assert "CUDA library" in f.title and any("torch.version.cuda" in r for r in f.remedies)
+
+
+# -- DDP's unused parameters ----------------------------------------------------------------------------------------------
+
+# https://github.com/va1shn9v/PromptIR/issues/30 (as pasted); the cause and fix as mmdetection's FAQ states them
+# (open-mmlab/mmdetection PR#4742: "parameters that were not used in producing loss ... set find_unused_parameters")
+PROMPTIR_30 = ("RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one. This "
+               "error indicates that your module has parameters that were not used in producing loss. You can enable "
+               "unused parameter detection by (1) passing the keyword argument `find_unused_parameters=True` to "
+               "`torch.nn.parallel.DistributedDataParallel`; (2) making sure all `forward` function outputs participate "
+               "in calculating loss.\n")
+
+
+def test_ddp_unused_parameters_are_explained(tmp_path: Path):
+    a = _run_in(tmp_path, 0, "Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n    train()\n"
+                + PROMPTIR_30)
+    f = _finding(a, "CRASH001")
+    assert "unused in the loss under DDP" in f.title
+    assert any("ddp_find_unused_parameters=True" in r for r in f.remedies)
