@@ -424,6 +424,20 @@ KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = 
      "line is not where it happened",
      ("Rerun with CUDA_LAUNCH_BLOCKING=1 (or one step on the CPU) to get the failing operation; check token and label "
       "ids against the vocabulary and class count; update the driver, or rebuild custom kernels for this GPU.",)),
+    # a loss that takes float targets (BCE, MSE, BCEWithLogits) given integer or double ones: "RuntimeError: Found dtype
+    # Long but expected Float" (dcgan-mnist PR#2, "Make the labels float solves the problem"; pytorch#45373, the DCGAN
+    # tutorial's labels), "Found dtype Double but expected Float" (sentence-transformers#770: float64 labels), older
+    # torch's "expected dtype Float but got dtype Long", BCEWithLogits' "result type Float can't be cast to the desired
+    # output type Long"
+    (re.compile(r"Found dtype (?:Long|Int|Double|Half|BFloat16) but expected Float|expected dtype Float but got dtype "
+                r"(?:Long|Double)|result type Float can't be cast to the desired output type Long"),
+     "float-target loss given integer or double targets",
+     "a loss that compares against real-valued targets (binary cross-entropy, MSE, BCEWithLogits; transformers' "
+     "regression head with num_labels=1 and its multi-label problem_type) received labels of another dtype: integer "
+     "class ids (a LongTensor) or float64 values (a NumPy array turned into a tensor)",
+     ("Cast the targets to the prediction's dtype before the loss (labels.float(); torch.tensor(y, dtype=torch.float32) in "
+      "the dataset); for single-label classification use CrossEntropyLoss with int64 labels (transformers: num_labels "
+      "= the number of classes, not 1).",)),
     # DDP's reducer finding parameters that got no gradient in the previous iteration (torch/csrc/distributed/c10d/
     # reducer.cpp: "Expected to have finished reduction in the prior iteration before starting a new one. This error
     # indicates that your module has parameters that were not used in producing loss.")

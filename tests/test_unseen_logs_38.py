@@ -423,3 +423,19 @@ def test_ddp_unused_parameters_are_explained(tmp_path: Path):
     f = _finding(a, "CRASH001")
     assert "unused in the loss under DDP" in f.title
     assert any("ddp_find_unused_parameters=True" in r for r in f.remedies)
+
+
+# https://github.com/AKASHKADEL/dcgan-mnist/pull/2 (as quoted: the DCGAN's BCELoss given integer labels; "Make the real_label
+# and fake_label float solves the problem")
+DCGAN_PR2 = """Traceback (most recent call last):
+  File "main.py", line 72, in <module>
+    lossD_real = criterion(output, label)
+  File "/usr/local/lib/python3.6/dist-packages/torch/nn/functional.py", line 2526, in binary_cross_entropy
+    input, target, weight, reduction_enum)
+RuntimeError: Found dtype Long but expected Float
+"""
+
+
+def test_integer_targets_for_a_float_loss_are_explained(tmp_path: Path):
+    f = _finding(_run_in(tmp_path, 0, DCGAN_PR2), "CRASH001")
+    assert "float-target loss" in f.title and any("labels.float()" in r for r in f.remedies)
