@@ -343,21 +343,20 @@ def _zero_advantage(run: Run) -> Finding | None:
     zero_steps = gn.steps[gn.values == 0.0]
     if len(zero_steps) < ZERO_GRAD_LOGS:
         return None
-    rstd, frac = points(run, "reward_std"), points(run, "frac_reward_zero_std")
+    # (series, its value when every group's rewards are equal, what that says)
+    signals = ((points(run, "reward_std"), 0.0, "reward_std = 0: each prompt's completions got the same reward"),
+               (points(run, "frac_reward_zero_std"), 1.0, "frac_reward_zero_std = 1.0: every group had zero reward spread"))
     flat = np.zeros(len(zero_steps), dtype=bool)
-    for s, test in ((rstd, lambda v: v == 0.0), (frac, lambda v: v == 1.0)):
-        present, value = s.lookup(zero_steps) if len(s) else (np.zeros(len(zero_steps), bool), None)
-        if value is not None:
-            flat |= present & test(np.nan_to_num(value, nan=-1.0))
+    for s, equal, _ in signals:
+        present, value = s.lookup(zero_steps)
+        flat |= present & (value == equal)
     if int(flat.sum()) < ZERO_GRAD_LOGS or flat.sum() < 0.8 * len(zero_steps):
         return None
     first = gn.select(gn.steps == zero_steps[int(np.argmax(flat))])[0]
     ev = [first.evidence(f"grad_norm exactly 0.0 at {len(zero_steps)} logs, with every group's rewards equal at "
                          f"{int(flat.sum())} of them")]
-    for s, what in ((rstd, "reward_std = 0: each prompt's completions got the same reward"),
-                    (frac, "frac_reward_zero_std = 1.0: every group had zero reward spread")):
-        hit = s.select(np.isin(s.steps, zero_steps) & ((s.values == 0.0) if s is rstd else (s.values == 1.0))) \
-            if len(s) else s
+    for s, equal, what in signals:
+        hit = s.select(np.isin(s.steps, zero_steps) & (s.values == equal))
         if len(hit):
             ev.append(hit[0].evidence(f"{what} (step {hit[0].step})"))
     reward = points(run, "reward").finite_only()

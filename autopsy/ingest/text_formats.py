@@ -1561,7 +1561,6 @@ def parse_cleanrl(text: bytes, first_line: int, st: StepState, out: Collector,
 #: Step: 20   Fp16 Grad Scale:  0   Required: 194 hours`` (forks reorder the fields, print ``LR: x``, or several losses)
 _INSIGHT = re.compile(rb"Speed [^\r\n]{0,400}?Global Step: (\d{1,15})[^\r\n]{0,400}")
 _INSIGHT_PAIRS = re.compile(rb"(?<![\w/.-])(Loss|LearningRate|LR:|Fp16 Grad Scale:)[ \t]+(" + NUM + rb")(?![\w.])")
-_INSIGHT_KEYS = {b"Loss": "Loss", b"LearningRate": "LearningRate", b"LR:": "LR", b"Fp16 Grad Scale:": "Fp16 Grad Scale"}
 _INSIGHT_CANON = {"Loss": "loss", "LearningRate": "learning_rate", "LR": "learning_rate", "Fp16 Grad Scale": "loss_scale"}
 
 
@@ -1572,7 +1571,7 @@ def parse_insightface(text: bytes, first_line: int, st: StepState, out: Collecto
         return
     lines = Lines(text, first_line)
     for m in _INSIGHT.finditer(text):
-        pairs = [(_INSIGHT_KEYS[k], v) for k, v in _INSIGHT_PAIRS.findall(m[0])]
+        pairs = [(k.decode().rstrip(":"), v) for k, v in _INSIGHT_PAIRS.findall(m[0])]
         if not any(k == "Loss" for k, _ in pairs):
             continue
         step = int(m[1])
