@@ -87,6 +87,9 @@ def detect(run: Run) -> Iterable[Finding]:
     if nonfinite_onset(run) is not None or is_policy_gradient_run(run):
         return  # NaN runs are NUM001/OPT001's; RL surrogate losses are not judged by level
     found = list(_from_series(run))
+    if not found:
+        swing = _oscillation(run, "loss") or _oscillation(run, "eval_loss")
+        found = [swing] if swing is not None else []
     yield from found
     if not found:
         guard = _guard_stop(run)
@@ -517,6 +520,66 @@ def _spikes(run: Run, loss) -> Iterable[Finding]:
         first_step=p.step, evidence=evidence,
         remedies=["Lower the LR or add gradient clipping if spikes keep coming; check the batches at those steps."],
         basis="inferred" if high is not None else "symptom", symptom="loss_spike",
+    )
+
+
+#: a swing is a log this many times the one before it (up) or this many times smaller (down)
+SWING_FACTOR = 3.0
+#: swings each way a curve must show to oscillate, and the logs it needs
+MIN_SWINGS = 3
+MIN_SWING_LOGS = 6
+#: an upward swing counts only when it climbs back to this share of the curve's first level (the highest of its first
+#: three logs): a curve that returns most of the way to where it started has not kept what it learnt; a converged loss
+#: jumping 0.002 -> 0.01 is noise around a floor, not a swing
+SWING_SHARE = 0.25
+
+
+def _oscillation(run: Run, name: str) -> Finding | None:
+    """A curve that keeps swinging: at least MIN_SWINGS logs each SWING_FACTOR x the one before and as many each that
+    much smaller, the climbs returning to SWING_SHARE of the first level, the last climb in the second half of the run.
+    The textbook sign of a step size too large: each update jumps across the valley instead of down it (the loss of
+    graykode/nlp-tutorial#77 at lr 0.01, 1.6 <-> 18 every few logs while lr 1e-4 fell steadily; the validation loss of
+    stats.stackexchange 478017, 0.14 <-> 3.3 from epoch to epoch). Batch noise around a level rarely moves 3x both ways
+    three times, and one around a floor does not climb back to a quarter of the start."""
+    from detectors.lr_too_high import TINY_LR
+
+    s = latest_attempt(points(run, name)).finite_only()
+    s = s.select(s.values > 0)
+    v = s.values
+    n = len(v)
+    if n < MIN_SWING_LOGS:
+        return None
+    ratio = v[1:] / v[:-1]
+    first = float(np.max(v[:3]))
+    up = [i + 1 for i in np.flatnonzero(ratio >= SWING_FACTOR) if v[i + 1] >= SWING_SHARE * first]
+    down = [i + 1 for i in np.flatnonzero(ratio <= 1 / SWING_FACTOR)]
+    if len(up) < MIN_SWINGS or len(down) < MIN_SWINGS or up[-1] < n / 2:
+        return None
+    lr = points(run, "learning_rate").finite_only()
+    at = value_at(lr, s[up[0]].step)
+    if at is not None and at.value < TINY_LR:
+        return None  # no step size this small jumps a loss 3x back and forth: something else moves it
+    label = "validation loss" if name == "eval_loss" else "loss"
+    evidence = [s[i].evidence(f"{label} {fmt(v[i - 1])} at step {s[i - 1].step} -> {fmt(v[i])} at step {s[i].step} "
+                              f"({v[i] / v[i - 1]:.3g}x)") for i in up[:4]]
+    evidence.append(s[up[-1]].evidence(f"last climb: {fmt(v[up[-1] - 1])} -> {fmt(v[up[-1]])} at step "
+                                       f"{s[up[-1]].step}, {len(up)} climbs and {len(down)} falls of >= "
+                                       f"{SWING_FACTOR:g}x over {n} logs; last {label} {fmt(v[-1])}"))
+    if at is not None:
+        evidence.append(at.evidence(f"learning rate {fmt(at.value)} at step {at.step}"))
+    low, high = float(np.min(v[n // 2:])), float(np.max(v[n // 2:]))
+    other = (" The training loss is calm beside it: a validation set too small to average out, or BatchNorm statistics "
+             "that do not fit the evaluation batches, are the other readings." if name == "eval_loss" else "")
+    return Finding(
+        code=CODE, name=SLUG, root_cause="lr_too_high", severity="error", confidence=0.5,
+        title=f"The {label} oscillates: {len(up)} climbs of >= {SWING_FACTOR:g}x (first at step {s[up[0]].step})",
+        message=(f"the {label} keeps jumping up {SWING_FACTOR:g}x or more and falling back ({len(up)} climbs, {len(down)} "
+                 f"falls over {n} logs; between {fmt(low)} and {fmt(high)} in the second half): each update overshoots "
+                 f"instead of descending, the sign of a learning rate too large for the run.{other}"),
+        first_step=s[up[0]].step, evidence=evidence,
+        remedies=[sentence(f"Lower the peak learning rate 3-10x; {knob(run, 'warmup')}; {knob(run, 'clip')}"),
+                  "Keep the checkpoint with the best validation loss rather than the last one."],
+        basis="inferred", symptom="loss_oscillation",
     )
 
 
