@@ -257,6 +257,74 @@ KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = 
      ("Print the input's shape right before that layer: feed the input size the model was designed for (image size, "
       "crop, the feature dimension in the config), or set the layer's in_features to the flattened size (nn.LazyLinear "
       "infers it); a checkpoint loads only with the config it was trained with.",)),
+    # cuDNN without a kernel for the call (CUDNN_STATUS_NOT_SUPPORTED; torch adds "This error may appear if you passed in
+    # a non-contiguous input."): an input past cuDNN's 32-bit indexing (a huge batch or 3D volume), a non-contiguous one,
+    # or a version pair whose cuDNN lacks the kernel (pytorch#11065: a 1024x3x224x224 conv; pytorch#1664: a 3D transposed
+    # conv; NeuronBlocks#26: batch 128 fails, smaller runs; Greedy_InfoMax PR#4: .contiguous() after permute)
+    (re.compile(r"CUDNN_STATUS_NOT_SUPPORTED"), "cuDNN has no kernel for this call",
+     "cuDNN refused the convolution/RNN call as given: its tensor is too large for cuDNN's 32-bit indexing (a very large "
+     "batch, sequence or 3D volume), not contiguous, or in a dtype/layout this GPU's cuDNN does not implement",
+     ("Halve the batch (or the input size) to see whether size is the cause, and call .contiguous() on the input; "
+      "torch.backends.cudnn.enabled = False runs the native kernels to confirm it is cuDNN; upgrading torch (its bundled "
+      "cuDNN) adds kernels for large inputs.",)),
+    # cuDNN failing inside (CUDNN_STATUS_INTERNAL_ERROR / EXECUTION_FAILED / MAPPING_ERROR / ALLOC_FAILED): its workspace
+    # could not be allocated (the GPU nearly full: an OOM in disguise), an earlier asynchronous CUDA error surfaced at
+    # this call, or the cuDNN build does not fit the GPU/driver
+    (re.compile(r"CUDNN_STATUS_(?:INTERNAL_ERROR|EXECUTION_FAILED|MAPPING_ERROR|ALLOC_FAILED)"), "cuDNN failed inside a call",
+     "cuDNN failed while running a call: most often the GPU memory was nearly exhausted when cuDNN allocated its "
+     "workspace (an out-of-memory in disguise), or an earlier CUDA error (an out-of-range index, an illegal access) was "
+     "only reported here, or the installed cuDNN does not match the GPU or the driver",
+     ("Rerun with a smaller batch: a failure that goes away was memory; CUDA_LAUNCH_BLOCKING=1 reports an earlier CUDA "
+      "error at its own line (check label and token ids against the class count and vocabulary); "
+      "torch.backends.cudnn.benchmark = False avoids large benchmark workspaces; reinstall a torch built for this "
+      "GPU and driver.",)),
+    # one side of that mismatch empty (0): a weight with no elements, the [0]-shaped placeholder ZeRO-3 leaves of each
+    # partitioned parameter (weights saved by stage 3 without gathering, then loaded; a parameter used outside its
+    # gathered forward), or an empty batch or target (LLaMA-Factory#513: DPO from a ZeRO-3-saved LoRA, "The size of
+    # tensor a (0) must match the size of tensor b (5120) at non-singleton dimension 1")
+    (re.compile(r"The size of tensor a \((?:0\) must match the size of tensor b \(\d+|\d+\) must match the size of "
+                r"tensor b \(0)\) at non-singleton dimension \d+"),
+     "an empty (0-element) tensor met a full one",
+     "an elementwise operation met a tensor with no elements on one dimension: most often a weight that is DeepSpeed "
+     "ZeRO-3's empty [0]-shaped placeholder of a partitioned parameter (weights saved under stage 3 without being "
+     "gathered, then loaded; or a parameter read outside the forward that gathers it), else an empty batch or target",
+     ("If the weights came from a ZeRO-3 run, check the saved tensors' shapes (autopsy scan CHECKPOINT): [0]-shaped "
+      "ones were saved without gathering: save with stage3_gather_16bit_weights_on_model_save: true, or rebuild them "
+      "with zero_to_fp32.py from the global_step folder, and load the full weights.",
+      "Otherwise print the shapes at the failing line: a batch or target with 0 rows was filtered empty upstream.")),
+    # an elementwise op given tensors of other sizes ("The size of tensor a (4096) must match the size of tensor b (2048)
+    # at non-singleton dimension 3"): a sequence past a buffer built for the model's maximum (a causal mask, rotary
+    # cache, position table), or a mask/label of another shape than the output
+    (re.compile(r"The size of tensor a \(\d+\) must match the size of tensor b \(\d+\) at non-singleton dimension \d+"),
+     "tensors of different sizes in one operation",
+     "an elementwise operation met two tensors whose sizes differ on one dimension (the two numbers): a sequence longer "
+     "than a buffer built for the model's maximum length (a causal mask, rotary or position table), an attention mask "
+     "or labels of another shape than the outputs, or a batch or feature size the model was not built for",
+     ("Print the shapes of the inputs, masks and labels at the failing line; when one number is the model's maximum "
+      "length (max_position_embeddings, block_size, n_ctx), truncate inputs to it (max_length / truncation=True) or "
+      "raise it in the config the model was built with.",)),
+    # torchrun's summary when a worker died (torch/distributed/elastic/multiprocessing/errors): the worker's own error is
+    # its traceback above or the exit code in the "Root Cause (first observed failure)" table
+    (re.compile(r"ChildFailedError"), "a torchrun worker died",
+     "torchrun reports that a worker process failed; this is its summary, not the error itself: the failing rank's "
+     "own traceback is printed above it (or in that rank's log), and the 'Root Cause (first observed failure)' table "
+     "gives its exit code: -9 the process was killed (the host ran out of RAM), -11/-6 a segfault or abort in native "
+     "code, 1 a Python exception",
+     ("Read the first failing rank's traceback (above, or its log: torchrun --log-dir / --tee 3) and fix that error; "
+      "exitcode -9 with no traceback is the host's RAM: fewer dataloader workers, a smaller eval/preprocessing "
+      "footprint, or more memory.",)),
+    # scikit-learn's finiteness check (sklearn/utils/validation.py _assert_all_finite): "Input contains NaN, infinity or a
+    # value too large for dtype('float64')." (before 1.0), "Input contains NaN." / "Input X contains infinity or a value
+    # too large for dtype('float64')." / "Input y contains NaN." (1.0 on); raised where a metric or a preprocessing step
+    # is handed the array (MOTCat#8: sksurv's concordance_index_censored given the model's NaN risk estimates)
+    (re.compile(r"Input (?:[Xy] )?contains (?:NaN|infinity)"), "NaN/Inf handed to a scikit-learn function",
+     "a scikit-learn function refused an array holding NaN or Inf: in an evaluation metric (compute_metrics, a "
+     "validation score) the model's own outputs went non-finite, the training having gone NaN or the inputs of that "
+     "batch holding NaN; in preprocessing or a classical estimator's fit, the data itself holds NaN/Inf",
+     ("Read the traceback's frames: a metric (sklearn.metrics, a score or compute_metrics) was given the model's "
+      "predictions, so find where those went NaN (the training loss, the inputs of the evaluated batch: "
+      "np.isfinite(x).all() per feature); a scaler, imputer or fit was given the data, so clean it first "
+      "(df.isna().sum(), np.isinf), impute or drop the rows.",)),
     # torch.nn.functional.batch_norm in training mode (scvi-tools#2314: the last batch held one observation; mmseg#272:
     # batch size 1 with a head pooled to 1x1)
     (re.compile(r"Expected more than 1 value per channel when training"), "BatchNorm given a batch of one",
@@ -745,6 +813,18 @@ def _iterator_ran_dry(fatal: Event, step: int | None, at: str, evidence: list[Ev
 #: exceptions whose message names a cause of their own, raised before the first batch or at load time:
 #: (pattern, root cause, confidence, symptom, title, what it means, remedies); ``{at}`` and ``{said}`` are filled in
 NAMED_CAUSES: tuple[tuple[re.Pattern[str], str, float, str, str, str, tuple[str, ...]], ...] = (
+    # a Python constant beyond float16's range written into a half tensor (c10/util/TypeCast.h / Half.h: "value cannot
+    # be converted to type at::Half without overflow: -1e+09"): masked_fill(mask, -1e9) under apex/AMP (NVIDIA/apex#1052,
+    # #1105: -1e10), a logits processor's float(2**30) on a float16 model (QwenLM/Qwen#32: bf16 or the fixed code)
+    (re.compile(r"value cannot be converted to type (?:at::|c10::)?Half without overflow"),
+     "fp16_overflow", 0.75, "crash",
+     "A constant beyond float16's range was written into a float16 tensor{at}",
+     "The run died: \"{said}\". A value past float16's range (|x| > 65504), most often the -1e9 or -1e10 of "
+     "masked_fill(mask, -1e9) in attention code or a large scale factor, was cast into a half-precision tensor: under "
+     ".half() or fp16 autocast the model's masking constants no longer fit.",
+     ("Use the dtype's own limit instead of a literal: masked_fill(mask, torch.finfo(scores.dtype).min), or a value "
+      "inside float16's range (-65504); in a model's remote code, update it (the authors' fix).",
+      "Or train in bf16 or fp32, whose range holds the constant.")),
     # the training set is empty: torch's RandomSampler ("integeral" in torch < 1.2), Lightning's check of the train
     # loader's length (the YOLO family's "No labels found" is LBL001's)
     (re.compile(r"num_samples should be a positive integer(?:al)? value, but got num_samples=0\b"
@@ -893,6 +973,11 @@ def detect(run: Run) -> Iterable[Finding]:
     asserts = [e for e in run.events_of("index_out_of_range") if DEVICE_ASSERT.search(e.message)]
     if len(tracebacks) > 1 and _nccl_detail(tracebacks[-1], tracebacks[-2]):
         tracebacks = tracebacks[:-1]
+    # the launcher's summary of a dead worker (torchrun's ChildFailedError, a CalledProcessError) after the worker's own
+    # exception: the worker's is the error
+    own = [e for e in tracebacks if not WRAPPER_EXC.search(str(e.data.get("exc_type") or e.message))]
+    if own and len(own) < len(tracebacks) and tracebacks[-1] not in own:
+        tracebacks = own
     fatal = ooms[-1] if ooms else (tracebacks[-1] if tracebacks else (asserts[-1] if asserts else None))
     timeout = _collective_timeout(run) if not ooms else None
     if timeout is not None:

@@ -198,6 +198,55 @@ def _accuracy_evidence(run: Run, lo: int | None, hi: int | None) -> list:
                                                 "over these logs")]
 
 
+#: an evaluation at chance is judged for class counts up to this (their ln(K) lie >= 0.095 apart)
+EVAL_CHANCE_MAX_CLASSES = 10
+EVAL_CHANCE_TOL = 1e-3
+
+
+def _eval_at_chance(run: Run) -> Finding | None:
+    """A run whose training loss is too short to judge (a pasted evaluation result, XLNet's ``Eval result | eval_accuracy
+    0.2554 | eval_loss 1.38627 | global_step 4000``) but whose last evaluation, after training (step > 0), has a loss
+    within ``EVAL_CHANCE_TOL`` of ln(K) for a small K and an accuracy at chance for K beside it (at most 1.5/K + 0.01),
+    with no earlier evaluation below that level: two measures that say the same thing, the model's predictions are the
+    uniform distribution it started from. A freshly initialised head evaluated before training (step 0) is not judged."""
+    ev = points(run, "eval_loss").finite_only()
+    if not len(ev) or ev[-1].step is None or ev[-1].step <= 0:
+        return None
+    last = ev[-1]
+    k = _chance_classes(last.value, EVAL_CHANCE_TOL)
+    if k is None or k > EVAL_CHANCE_MAX_CLASSES or float(np.min(ev.values)) < math.log(k) - EVAL_CHANCE_TOL:
+        return None
+    acc = points(run, "eval_accuracy").finite_only()
+    at = acc.select(acc.steps == last.step) if len(acc) else acc
+    if not len(at):
+        return None
+    a = at[-1]
+    share = a.value / 100.0 if a.value > 1.0 else a.value
+    if share > ACC_CHANCE_FACTOR / k + ACC_CHANCE_SLACK:
+        return None
+    return Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.65,
+        title=f"The evaluation is at chance level at step {last.step}: loss {last.value:.6g} = ln({k}), accuracy {fmt(a.value)}",
+        message=(f"At step {last.step} the evaluation loss is {last.value:.6g} (ln({k}) = {math.log(k):.5f}) and the "
+                 f"evaluation accuracy {fmt(a.value)} (chance for {k} classes: {fmt(1 / k)}): the cross-entropy of "
+                 f"predicting every one of {k} classes with probability 1/{k}. After {last.step} steps the model outputs "
+                 "a uniform distribution and has learned nothing; a learning rate too large for fine-tuning (the "
+                 "classifier collapses to one constant output), gradients that do not reach the weights, or labels that "
+                 "do not match their inputs are the usual reasons."),
+        first_step=last.step, basis="direct", symptom="loss_flat",
+        evidence=[last.evidence(f"evaluation loss {last.value:.6g} at step {last.step}, within {EVAL_CHANCE_TOL:g} of "
+                                f"ln({k}) = {math.log(k):.5f}"),
+                  a.evidence(f"evaluation accuracy {fmt(a.value)} at step {a.step}: chance for {k} classes is {fmt(1 / k)}")],
+        remedies=[
+            "Lower the learning rate (BERT-style fine-tuning: 1e-5..5e-5 with warmup): a step too large sends the "
+            "classifier to one constant output it never leaves.",
+            "Check that gradients reach the weights: log the training loss and grad_norm, and check that the optimizer "
+            "holds the model's trainable parameters.",
+            "Check the data: inputs and labels paired, and labels not all one class.",
+        ],
+    )
+
+
 def detect(run: Run) -> Iterable[Finding]:
     loss = points(run, "loss").finite_only()
     if len(loss) and loss.values[-1] == 0.0:
@@ -208,6 +257,9 @@ def detect(run: Run) -> Iterable[Finding]:
     early = _chance_from_start(loss) if len(loss) < MIN_STUCK_LOGS else None
     with_acc = False  # the chance window is the accuracy's (not necessarily from the run's start)
     if len(loss) < MIN_STUCK_LOGS and early is None:
+        got = _eval_at_chance(run)
+        if got is not None:
+            yield got
         return
     values = loss.values
     last = float(values[-1])  # not 0.0: a last zero is LBL001's or _zero_beside_accuracy's (above)

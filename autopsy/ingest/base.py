@@ -297,6 +297,11 @@ class RunBuilder:
         totals = [m for m in names if m.lower() in TOTAL_LOSS_NAMES]
         if not totals:
             totals = [m for m in names if m.lower() in RUNNING_LOSS_NAMES]
+        if not totals and "eval_train_loss" in names:
+            # the training split's loss as an evaluation estimates it, printed beside the held-out loss (nanoGPT's
+            # "step N: train loss X, val loss Y", LLMs-from-scratch's "Ep 1 (Step 000005): Train loss 8.059, Val loss
+            # 8.126"): with no per-iteration loss beside it, the only training loss the run has
+            totals = ["eval_train_loss"]
         if not totals:
             # the only loss the run prints, under a name of its own ("MSE loss: 0.5" read as MSE_loss)
             totals = [m for m in names if _own_loss_name(m)]

@@ -691,6 +691,10 @@ class EventSink:
 # -- Python tracebacks ----------------------------------------------------------------------
 
 _TB_HEAD = re.compile(r"Traceback \(most recent call last\):")
+#: IPython's/Jupyter's header, the exception's type first: ``RuntimeError                              Traceback (most
+#: recent call last)`` (no colon); its frames are ``/path/file.py in f(...)`` / ``---> 76 ...`` lines
+_JUPYTER_HEAD = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))\s{2,}Traceback \(most recent call "
+                           r"last\)\s*$")
 _TB_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
 #: the final line of a traceback: ``pkg.mod.SomeError: message`` (or a bare known exception name)
 #: (TensorFlow 1.x repeats the exception after the graph's op trace: "InvalidArgumentError (see above for traceback):
@@ -747,15 +751,22 @@ class TracebackTracker:
         self.frame: dict[str, Any] | None = None
         self.lines: list[str] = []
         self.last_frame_line: int | None = None
+        #: the exception type an IPython header named (its message comes at the block's end, when the paste has it)
+        self.named: str | None = None
 
     def cut_off(self) -> tuple[int, str, dict[str, Any]] | None:
         """At the end of the log: a traceback block still open after at least one frame is a crash whose exception
         line was cut from the paste. The exception is read from the last frame's ``raise XError("...")`` when it shows
         one; otherwise the event names only the frame."""
-        if not self.open or self.frame is None:
+        if not self.open or (self.frame is None and self.named is None):
             return None
         if any(exception_line(ln.strip()) is not None for ln in self.lines[1:]):
             return None  # its exception line is there, indented (torchrun's failure summary quotes the child's)
+        if self.frame is None:  # an IPython block: its header named the exception
+            exc_type, line = self.named, self.start_line or 0
+            self.open, self.named, self.lines = False, None, []
+            return line, f"{exc_type} (the paste stops before the exception line)", {
+                "exc_type": exc_type, "exc_message": "", "frame": None, "header": True, "start_line": line, "cut": True}
         exc_type, exc_msg = None, ""
         for ln in reversed(self.lines):
             r = _TB_RAISE.search(ln)
@@ -783,6 +794,12 @@ class TracebackTracker:
         if head:
             self.open, self.start_line, self.n, self.frame, self.lines = True, line_no, 0, None, [body.strip()]
             self.prefix = head.start() if body[:head.start()].strip() else 0
+            self.named = None
+            return None
+        jupyter = _JUPYTER_HEAD.match(body) if "Traceback (most" in body else None
+        if jupyter:
+            self.open, self.start_line, self.n, self.frame, self.lines = True, line_no, 0, None, [body.strip()]
+            self.prefix, self.named = 0, jupyter[1]
             return None
         if self.prefix and (self.open or self.last_frame_line is not None) and len(body) > self.prefix:
             rest = body[self.prefix:]  # a frame or the exception line behind the block's prefix
@@ -806,6 +823,7 @@ class TracebackTracker:
             data = {"exc_type": exc[0], "exc_message": exc[1][:1000], "frame": frame,
                     "header": self.open, "start_line": self.start_line if self.open else None}
             self.open, self.frame, self.last_frame_line, self.lines, self.prefix = False, None, None, [], 0
+            self.named = None
             return line_no, body.strip(), data
         if self.open:
             self.n += 1

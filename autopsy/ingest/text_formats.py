@@ -580,20 +580,43 @@ def _postfix_may_hold_pairs(text: bytes) -> bool:
     return False
 
 
+#: a postfix of ``key: value`` pairs, tqdm's ``set_postfix_str(f"Loss: {loss:.4f}")`` (NeuralHydrology's trainer,
+#: many hand-written loops: ``loss: 0.12, rmse: 0.3``, ``Loss: 0.5 (0.6) Acc: 0.9 (0.8)``, ``Loss: 0.5 - LR: 1e-4``),
+#: after the bar's rate; a key of up to three words
+_POST_RATE = re.compile(rb"(?:it/s|s/it),")
+_POST_COLON = re.compile(rb"(?:^|[\s,|(-])([A-Za-z_][\w/.]{0,40}(?: [A-Za-z_][\w/.]{0,40}){0,2}):\s*(" + NUM
+                         + rb")(?![\w:.])")
+
+
+def _colon_pairs(post: bytes) -> list[tuple[str, float]]:
+    """The ``key: value`` pairs of a postfix after its rate (``[06:41<02:46, 26.91it/s, Loss: 1.4837``)."""
+    m = _POST_RATE.search(post)
+    if m is None:
+        return []
+    return [(k.decode(), float(v)) for k, v in _POST_COLON.findall(post, m.end())]
+
+
 def parse_tqdm_postfix(text: bytes, first_line: int, st: StepState, out: Collector,
                        steps: StepMarks, used: Used) -> None:
     """Only bars whose postfix has a loss-like key; the last redraw of each counter wins.
     Lightning's ``Epoch N:`` bars have their own parser (same idea, epoch-based steps), unless the postfix
     carries NeMo's ``global_step`` (the trainer's step, read here)."""
-    if not has(text, b"%|") or b"=" not in text or not _postfix_may_hold_pairs(text):
+    if not has(text, b"%|"):
+        return
+    # ``key: value`` postfixes follow the rate and a comma; a bar with nothing after its rate closes at once (``it/s]``)
+    colon = has(text, b"it/s, ") or has(text, b"s/it, ")
+    if not colon and (b"=" not in text or not _postfix_may_hold_pairs(text)):
         return
     lines = Lines(text, first_line)
     best: dict[int, tuple[int, int, list]] = {}
     nemo_lines: set[int] = set()
     for pos, n, total, desc, post in _bars(text):
-        if b"=" not in post:
+        if b"=" in post:
+            pairs = [(k.decode(), float(v)) for k, v in _POST_PAIR.findall(b"," + post.rstrip(b", "))]
+        elif colon and b":" in post:
+            pairs = _colon_pairs(post)
+        else:
             continue
-        pairs = [(k.decode(), float(v)) for k, v in _POST_PAIR.findall(b"," + post.rstrip(b", "))]
         gs = [v for k, v in pairs if k == "global_step"]  # NeMo puts the trainer's step in the postfix
         if not gs and _LIGHTNING_DESC.match(desc.rsplit(b",", 1)[-1]):
             continue  # Lightning's own "Epoch N: 50%|..." bars: parse_lightning
@@ -2388,9 +2411,39 @@ _EVAL_RECORD = re.compile(rb"(?:Saving dict for global step|Evaluation result fo
 _EVAL_PAIR = re.compile(rb"(?:^|, | ; )([A-Za-z_][\w/.-]{0,80}) = (" + NUM + rb")(?=,| ;|\s*$)")
 
 
+#: XLNet's and ALBERT's classifier scripts (run_classifier.py, run_race.py) log the same Estimator result dict as
+#: ``"{} {} | ".format(key, val)`` cells: ``Eval result | eval_accuracy 0.255 | eval_loss 1.386 | global_step 4000 |
+#: loss 1.386 | path ... | step 4000 |`` (also pasted without the head); the record is the line holding
+#: ``global_step N`` as one of its cells
+_CELL_STEP = re.compile(rb"(?:^|\| )global_step (\d+)(?= \||\s*$)", re.M)
+_CELL = re.compile(rb"^\s*([A-Za-z_][\w/.-]{0,80}) (" + NUM + rb")\s*$")
+
+
+def _cell_records(text: bytes, first_line: int, out: Collector, used: Used) -> None:
+    lines = Lines(text, first_line)
+    for m in _CELL_STEP.finditer(text):
+        ls, le = line_start(text, m.start()), line_end(text, m.start())
+        pairs = [c for c in (_CELL.match(cell) for cell in text[ls:le].split(b"|")) if c is not None]
+        if len(pairs) < 3:  # the step and at least two results
+            continue
+        step, line = int(m[1]), lines.at(ls)
+        keys = {c[1] for c in pairs}
+        for c in pairs:
+            k, value = c[1].decode(), _num(c[2])
+            if k in ("global_step", "step") or value is None or (k == "loss" and b"eval_loss" in keys):
+                continue  # (the Estimator's ``loss`` beside its ``eval_loss``: the same evaluation twice)
+            name = k if k.startswith("eval_") else "eval_" + k
+            out.add(step, name, value, line)
+            if k == "loss":
+                out.metric_override[name] = "eval_loss"
+        used.add(ls)
+
+
 def parse_eval_records(text: bytes, first_line: int, st: StepState, out: Collector,
                        steps: StepMarks, used: Used) -> None:
     """Each key as ``eval_<key>`` at the record's step; ``loss`` is ``eval_loss``, ``global_step`` is the step."""
+    if has(text, b"global_step ") and has(text, b" | "):
+        _cell_records(text, first_line, out, used)
     if not (has(text, b"Saving dict for global step ") or has(text, b"Evaluation result for step ")):
         return
     lines = Lines(text, first_line)
@@ -2409,6 +2462,86 @@ def parse_eval_records(text: bytes, first_line: int, st: StepState, out: Collect
             if k == "loss":
                 out.metric_override[name] = "eval_loss"
         used.add(line_start(text, m.start()))
+
+
+# -- Ray Tune / RLlib console results -----------------------------------------------------------------------------
+
+#: Ray Tune's console reporter (tune/progress_reporter.py ``_print_result`` / ray.tune.logger ``pretty_print``, a
+#: ``yaml.safe_dump`` of the result): ``Result for PPO_CartPole-v0_0339b_00000:`` then the result as indented YAML
+#: (``  episode_reward_mean: 47.06``, RLlib's learner stats nested under ``info: learner: <policy>: [learner_stats:]``),
+#: NaN written as YAML's ``.nan``; the block ends at the first line that is not indented
+_TUNE_HEAD = re.compile(rb"(?m)^(?:\(\w+(?:, [^)\r\n]{0,80})?\) )?Result for [^\r\n:]{1,200}:[ \t]*\r?$")
+_TUNE_ROW = re.compile(rb"( {2,40})([^\s:'\"][^:\r\n]{0,120}?|'[^'\r\n]{1,120}'):(?:[ \t]+([^\r\n]{0,200}?))?[ \t]*\r?$")
+_YAML_FLOATS = {b".nan": math.nan, b".NaN": math.nan, b".NAN": math.nan, b".inf": math.inf, b".Inf": math.inf,
+                b"-.inf": -math.inf, b"-.Inf": -math.inf, b"+.inf": math.inf}
+#: RLlib's counters and timers beside Tune's own (agent_timesteps_total, num_env_steps_sampled, episodes_this_iter)
+_TUNE_COUNTER = re.compile(r"^(?:num_|agent_timesteps|timesteps|episodes_)|_(?:total|ms|s)$")
+#: RLlib's learner stats -> canonical
+TUNE_KEYS = {"cur_lr": "learning_rate", "grad_gnorm": "grad_norm", "episode_reward_mean": "reward"}
+
+
+def _yaml_num(raw: bytes | None) -> float | None:
+    if raw is None:
+        return None
+    if raw in _YAML_FLOATS:
+        return _YAML_FLOATS[raw]
+    return _num(raw) if raw[:1] not in (b"'", b'"') else None
+
+
+def parse_tune_results(text: bytes, first_line: int, st: StepState, out: Collector,
+                       steps: StepMarks, used: Used) -> None:
+    """Each result block at its ``training_iteration``: the top level's numbers (Tune's own bookkeeping aside, as for
+    result.json) and RLlib's learner stats by their last name (``total_loss``, ``policy_loss``, ``vf_loss``, ``kl``,
+    ``entropy``, ``cur_lr``), prefixed by the policy when several policies train."""
+    if not has(text, b"Result for "):
+        return
+    from autopsy.ingest.raytune import AUTO_FILLED
+
+    lines = Lines(text, first_line)
+    for h in _TUNE_HEAD.finditer(text):
+        pos = line_end(text, h.start()) + 1
+        path: list[tuple[int, str]] = []
+        top: list[tuple[str, float, int]] = []
+        stats: list[tuple[str, str, float, int]] = []
+        step = None
+        rows: list[int] = []
+        while pos < len(text):
+            le = line_end(text, pos)
+            m = _TUNE_ROW.match(text, pos, le)
+            if m is None:
+                break
+            rows.append(pos)
+            depth, key = len(m[1]), m[2].strip(b"'").decode("utf-8", "replace")
+            while path and path[-1][0] >= depth:
+                path.pop()
+            value = _yaml_num(m[3])
+            if m[3] in (None, b""):
+                path.append((depth, key))
+            elif value is not None:
+                names = [k for _, k in path]
+                if not names:
+                    if key == "training_iteration":
+                        step = int(value) if value == value else None
+                    elif key not in AUTO_FILLED and not _TUNE_COUNTER.search(key):
+                        top.append((key, value, pos))
+                elif names[:2] == ["info", "learner"] and len(names) >= 3:
+                    stats.append((names[2], key, value, pos))
+            pos = le + 1
+        if step is None or not (top or stats):
+            continue
+        policies = {p for p, _, _, _ in stats}
+        for key, value, at in top:
+            out.add(step, key, value, lines.at(at))
+            if key in TUNE_KEYS:
+                out.metric_override[key] = TUNE_KEYS[key]
+        for policy, key, value, at in stats:
+            name = key if len(policies) == 1 else f"{policy}/{key}"
+            out.add(step, name, value, lines.at(at))
+            if len(policies) == 1 and key in TUNE_KEYS:
+                out.metric_override[name] = TUNE_KEYS[key]
+        _mark(st, steps, used, h.start(), step, "ray_tune")
+        for at in rows:
+            used.add(at)
 
 
 # -- TensorFlow 1's tf.Print ---------------------------------------------------------------------------------
@@ -2543,7 +2676,8 @@ FORMAT_PARSERS = (
     (parse_tensorpack, (b"monitorpy",)),
     (parse_tf_print, (b"loggingopscc",)),
     (parse_nnunet, (b"trainloss",)),
-    (parse_eval_records, (b"Savingdictforglobalstep", b"Evaluationresultforstep")),
+    (parse_tune_results, (b"Resultfor",)),
+    (parse_eval_records, (b"Savingdictforglobalstep", b"Evaluationresultforstep", b"globalstep")),
     (parse_mxnet, (b"samplessec", b"EpochValidation", b"EpochTrain")),
     (parse_espnet, (b"epochtrain", b"epochvalid", b"epochresults")),
     (parse_wenet, (b"TRAINBatch", b"CVBatch", b"CVinfo")),

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_right
 from collections import defaultdict
 from typing import Any
 
@@ -96,8 +97,11 @@ _LOSS_CORES = tuple(re.compile(w + rb"(?:_[A-Z][A-Za-z0-9]{0,7})?(?:[ \t](?:valu
 _COST_WORDS = (b"cost", b"Cost", b"COST")
 _COST_CORES = tuple((w, re.compile(w + rb"[ \t]*[:=]")) for w in _COST_WORDS)
 #: a counter on a line the step parsers left alone (``Epoch 0/1 | Batch 100/15582 | Train Loss nan``): the step
-_COUNTER = re.compile(rb"\b([Ss]tep|STEP|[Ii]ter|ITER|[Ii]teration|global_step|[Bb]atch|BATCH)\b\s*[:=#]?\s*\[?\s*(\d+)"
-                      rb"(?:\s*/\s*(\d+))?")
+#: (also a Chinese loop's counter word, before an ASCII or a full-width colon: ``训练次数：100, Loss：1.98``, "times
+#: trained"; 步数 / 训练步数 "steps", 迭代次数 "iterations", 全局步数 "global steps")
+_COUNTER = re.compile(rb"(?:\b([Ss]tep|STEP|[Ii]ter|ITER|[Ii]teration|global_step|[Bb]atch|BATCH)\b|("
+                      + "|".join(("训练次数", "训练步数", "迭代次数", "全局步数", "步数")).encode()
+                      + rb"))\s*(?:[:=#]|\xef\xbc\x9a)?\s*\[?\s*(\d+)(?:\s*/\s*(\d+))?")
 #: a bare counter opening a line before a bracketed group: eriklindernoren Keras-GAN / ML-From-Scratch
 #: ``print("%d [D loss: %f, acc.: %.2f%%] [G loss: %f]" % (epoch, ...))``
 _LEADING_NUMBER = re.compile(rb"[ \t]*(\d+) \[")
@@ -340,10 +344,10 @@ def _counter_step(line: bytes) -> int | None:
     if c is None:
         lead = _LEADING_NUMBER.match(line) or _LEADING_FRACTION.match(line) or _LEADING_EPOCH.match(line)
         return int(lead[1]) if lead is not None else None
-    n = int(c[2])
+    n = int(c[3])
     e = _EPOCH.search(line)
-    if c[1].lower() in (b"batch", b"iter") and c[3] and e is not None:
-        return int(e[1]) * int(c[3]) + n
+    if c[1] is not None and c[1].lower() in (b"batch", b"iter") and c[4] and e is not None:
+        return int(e[1]) * int(c[4]) + n
     return n
 
 
@@ -356,12 +360,48 @@ _METER = re.compile(rb"(?<![\w@.-])([A-Za-z][\w@.-]{0,40})\s+(" + NUM + rb")\s+\
 _METER_SKIP = {"time", "data", "eta"}
 
 
+#: the same script's ``validate()``: ``ProgressMeter(len(val_loader), [...], prefix='Test: ')`` -> ``Test: [  0/157]\t
+#: Time 14.804 (14.804)\tLoss 2.3422e+01 (2.3422e+01)\tAcc@1   0.00 (  0.00)``; the last line's averages are the
+#: evaluation's result
+_PROGRESS_TEST = re.compile(rb"Test: \[\s*(\d+)/(\d+)\]([^\r\n]{0,4000})")
+
+
+def _progress_tests(text: bytes, lines: Lines, st: StepState, out: Collector, used: Used,
+                    epochs: list[tuple[int, int]]) -> None:
+    """Each run of ``Test: [i/N]`` lines as one evaluation: its last line's running averages as ``eval_<meter>`` at the
+    training step in force (the last ``Epoch: [e][i/N]`` line before it)."""
+    runs: list[tuple[int, re.Match[bytes]]] = []  # (step, last line of the run)
+    for m in _PROGRESS_TEST.finditer(text):
+        ls = line_start(text, m.start())
+        if used.covers(ls, m.end()):
+            continue
+        i = bisect_right(epochs, (m.start(), 1 << 62)) - 1
+        step = epochs[i][1] if i >= 0 else st.last_step
+        if step is None:
+            continue
+        if runs and runs[-1][0] == step and (i < 0 or epochs[i][0] < runs[-1][1].start()):
+            runs[-1] = (step, m)  # the same evaluation goes on
+        else:
+            runs.append((step, m))
+        used.add(ls)
+    for step, m in runs:
+        pairs = [(k.decode(), float(avg)) for k, _v, avg in _METER.findall(m[3]) if k.decode().lower() not in _METER_SKIP]
+        if not any("loss" in k.lower() for k, _ in pairs):
+            continue
+        at = lines.at(m.start())
+        for k, v in pairs:
+            name = "eval_loss" if k.lower() == "loss" else "eval_" + k
+            out.add(step, name, v, at)
+
+
 def parse_progress_meter(text: bytes, first_line: int, st: StepState, out: Collector,
                          steps: StepMarks, used: Used) -> None:
     """The current value of each meter at step ``epoch * batches + batch`` (the average is the epoch's so far)."""
-    if not has(text, b"Epoch: ["):
+    tests = has(text, b"Test: [")
+    if not has(text, b"Epoch: [") and not tests:
         return
     lines = Lines(text, first_line)
+    epochs: list[tuple[int, int]] = []
     for m in _PROGRESS.finditer(text):
         ls = line_start(text, m.start())
         if used.covers(ls, m.end()):
@@ -376,8 +416,11 @@ def parse_progress_meter(text: bytes, first_line: int, st: StepState, out: Colle
             if k.lower() == "loss":
                 out.metric_override[k] = "loss"
         steps.append((ls, step))
+        epochs.append((m.start(), step))
         st.last_step = step
         used.add(ls)
+    if tests:
+        _progress_tests(text, lines, st, out, used, epochs)
 
 
 # -- torch.optim.lr_scheduler verbose=True --------------------------------------------------------
@@ -565,10 +608,18 @@ def _record_pairs(line: bytes, signal: bool = True) -> list[tuple[str, float]] |
             return None
         pairs.append(((m[1] or m[2]).decode(), float(m[3])))
         pos = m.end()
-    if len(pairs) < MIN_RECORD_PAIRS or line[pos:].strip(b" \t,;|\r") or (signal and not any(
-            _SIGNAL_KEY.search(k) for k, _ in pairs)):
+    rest = line[pos:].strip(b" \t,;|\r")
+    if rest and (not pairs or _CUT_PAIR.match(rest) is None or not _KV_SEP.match(line[pos:pos + line[pos:].find(rest)])):
+        return None
+    if len(pairs) < MIN_RECORD_PAIRS or (signal and not any(_SIGNAL_KEY.search(k) for k, _ in pairs)):
         return None
     return pairs
+
+
+#: a record's last pair cut mid-value by a paste or a terminal (FashionAI's ``... | S6 loss:   25.47 | Total loss: na``):
+#: a key and the start of a number or of nan/inf, then nothing; the pairs before it are the record
+_CUT_PAIR = re.compile(rb"[A-Za-z][\w/.@-]{0,40}(?: [A-Za-z][\w/.@-]{0,40}){0,2}[ \t]*[:=][ \t]*"
+                       rb"(?:[-+]?(?:\d[\d.eE+-]*|\.\d*)|[-+]?(?:na?|Na?|NA|in?|In?|IN))?\Z")
 
 
 def parse_pair_records(text: bytes, first_line: int, st: StepState, out: Collector,
@@ -1095,7 +1146,7 @@ LOOSE_PARSERS = (
     (parse_hf_metrics_block, (b"metrics",)),
     (parse_multiline_dicts, (b"",)),
     (parse_tensor_dicts, (b"tensor",)),
-    (parse_progress_meter, (b"Epoch",)),
+    (parse_progress_meter, (b"Epoch", b"Test")),
     (parse_scheduler_verbose, (b"Adjustinglearningrate",)),
     (parse_tacotron, (b"TrainlossGradNorm", b"Validationloss")),
     (parse_tf_translate, (b"globalsteplearningratesteptimeperplexity",)),

@@ -178,7 +178,9 @@ class _TextLogReader:
                  before_step: int | None, before_bar: int | None) -> int | None:
         i = int(np.searchsorted(positions, pos, side="right")) - 1
         step, at = (int(steps[i]), int(positions[i])) if i >= 0 else (before_step, -1)
-        lo = max(0, pos - BAR_LOOKBACK, at + 1)
+        # a bar on the marked line itself is that record's (a bar whose description or postfix a parser read: its step
+        # is the parser's, an epoch's count included, not the bar's own counter); only a later bar's counter is newer
+        lo = max(0, pos - BAR_LOOKBACK, line_end(text, at) + 1 if at >= 0 else 0)
         rx = _bar_last_for(self.st.train_total) if self.st.train_total else _BAR_LAST
         bm = rx.match(text, lo, pos) if lo < pos else None
         if bm is not None:
