@@ -466,3 +466,76 @@ def test_an_ipython_header_cut_before_its_exception_is_still_a_crash(tmp_path: P
     tb = [e for e in a.run.events if e.kind == "traceback"]
     assert len(tb) == 1 and "Loss was NaN" in tb[0].message
     assert _finding(a, "NUM001") is not None
+
+
+# -- wandb's console summary -------------------------------------------------------------------------------------------
+
+# the footer wandb prints at the end of a run (wandb/sdk/wandb_run.py _footer_history_summary_info: right-aligned keys,
+# the last logged values), here an HF Trainer run's whose grad_norm went NaN and whose loss the Trainer's NaN filter
+# logged as 0.0; the history's sparklines carry no numbers
+WANDB_FOOTER = """wandb: Waiting for W&B process to finish... (success).
+wandb: 
+wandb: Run history:
+wandb:         train/epoch ▁▁▂▂▃▃▄▄▅▅▆▆▇▇██
+wandb:   train/global_step ▁▁▂▂▃▃▄▄▅▅▆▆▇▇██
+wandb:          train/loss █▆▅▄▃▂▁▁
+wandb: 
+wandb: Run summary:
+wandb:         train/epoch 3.0
+wandb:   train/global_step 375
+wandb:     train/grad_norm nan
+wandb:          train/loss 0.0
+wandb: train/learning_rate 0.0
+wandb:          train_loss 0.5623
+wandb:            _runtime 1553.401748418808
+wandb: 
+wandb: 🚀 View run glad-sun-7 at: https://wandb.ai/team/project/runs/abc123
+"""
+
+
+def test_wandbs_summary_is_read_at_its_global_step(tmp_path: Path):
+    a = _run_in(tmp_path, 0, WANDB_FOOTER)
+    df = a.run.scalars
+    got = {m: (s, v) for m, s, v in zip(df["metric"], df["step"], df["value"])}
+    assert got["loss"] == (375, 0.0) and got["learning_rate"] == (375, 0.0)  # was nothing to judge
+    assert got["grad_norm"][0] == 375 and got["grad_norm"][1] != got["grad_norm"][1]  # NaN
+    assert not any("runtime" in m for m in got)  # wandb's bookkeeping
+    assert _finding(a, "NUM001") is not None and _verdict(a)[0] != "healthy"
+
+
+def test_wandbs_summary_behind_a_ray_prefix_and_without_a_step_key(tmp_path: Path):
+    # verl under Ray prints every wandb line behind its actor's prefix
+    lines = ["(TaskRunner pid=132393) wandb: Run summary:",
+             "(TaskRunner pid=132393) wandb:                     actor/grad_norm 0.07587",
+             "(TaskRunner pid=132393) wandb:                       actor/pg_loss -0.00265",
+             "(TaskRunner pid=132393) wandb: ",
+             "(TaskRunner pid=132393) wandb: 🚀 View run x at: https://wandb.ai/a/b/runs/c"]
+    a = _run_in(tmp_path, 0, "\n".join(lines) + "\n")
+    df = a.run.scalars
+    got = dict(zip(df["metric"], df["value"]))
+    assert got["actor/grad_norm"] == 0.07587 and set(df["step"]) == {1}
+    assert got["loss"] == -0.00265  # the only loss-named series is the run's loss (actor/pg_loss)
+
+
+# -- a phase's own counter in a pair record ----------------------------------------------------------------------------
+
+# Flax's examples (examples/imagenet/train.py, the older mnist example): logging.info('train epoch: %d, loss: %.4f,
+# accuracy: %.2f', ...) then logging.info('eval epoch: %d, loss: %.4f, accuracy: %.2f', ...), in that format
+FLAX_EPOCHS = """train epoch: 1, loss: 0.2354, accuracy: 92.97
+eval epoch: 1, loss: 0.0614, accuracy: 98.02
+train epoch: 2, loss: 0.0588, accuracy: 98.22
+eval epoch: 2, loss: 0.0454, accuracy: 98.50
+train epoch: 3, loss: nan, accuracy: 9.92
+eval epoch: 3, loss: nan, accuracy: 9.80
+"""
+
+
+def test_a_phase_counter_gives_the_step_and_marks_the_held_out_records(tmp_path: Path):
+    a = _run_in(tmp_path, 0, FLAX_EPOCHS)
+    df = a.run.scalars
+    series = {m: df[df["metric"] == m]["value"].tolist() for m in set(df["metric"])}
+    assert series["loss"][:2] == [0.2354, 0.0588]  # was every line's loss in one series, the evaluation's included
+    assert series["eval_loss"][:2] == [0.0614, 0.0454] and series["eval_accuracy"][:2] == [98.02, 98.5]
+    assert not any("epoch" in m for m in series)  # the counters are steps, not metrics
+    assert df[df["metric"] == "loss"]["step"].tolist() == [1, 2, 3]
+    assert _finding(a, "NUM001").first_step == 3

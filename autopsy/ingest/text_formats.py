@@ -2464,6 +2464,59 @@ def parse_eval_records(text: bytes, first_line: int, st: StepState, out: Collect
         used.add(line_start(text, m.start()))
 
 
+# -- wandb's console summary ---------------------------------------------------------------------------------------
+
+#: wandb's run footer (sdk/wandb_run.py ``_footer_history_summary_info``): ``wandb: Run summary:`` then one
+#: ``wandb: <key, right-aligned> <value>`` line per summary key (the run's last logged values), until a bare ``wandb:``;
+#: behind a launcher's prefix too (verl under Ray: ``(TaskRunner pid=132393) wandb: ...``). The ``Run history:``
+#: sparklines above it carry no numbers
+_WANDB_SUMMARY = re.compile(rb"(?m)^([^\r\n]{0,80}?)wandb: Run summary:[ \t]*\r?$")
+_WANDB_ROW = re.compile(rb"[ \t]*(\S[^\r\n]{0,200}?)[ \t]+(" + NUM + rb")[ \t]*\r?$")
+#: the summary keys that give the step its values were logged at
+WANDB_STEP_KEYS = ("train/global_step", "trainer/global_step", "global_step", "train/step", "_step", "step")
+
+
+def parse_wandb_summary(text: bytes, first_line: int, st: StepState, out: Collector,
+                        steps: StepMarks, used: Used) -> None:
+    """The summary's numbers at the run's last step: its own step key when it has one (HF's ``train/global_step``),
+    else the step the log reached (the last record read before it), else step 1 of an otherwise empty paste. wandb's
+    own bookkeeping (``_runtime``, ``_timestamp``) is skipped."""
+    if not has(text, b"Run summary:"):
+        return
+    lines = Lines(text, first_line)
+    for h in _WANDB_SUMMARY.finditer(text):
+        lead = h[1] + b"wandb:"
+        pos = line_end(text, h.start()) + 1
+        rows: list[tuple[str, float, int]] = []
+        while pos < len(text):
+            le = line_end(text, pos)
+            if not text.startswith(lead, pos):
+                break
+            body = text[pos + len(lead):le]
+            if not body.strip():
+                break
+            m = _WANDB_ROW.fullmatch(body)
+            if m is not None:
+                key = m[1].decode("utf-8", "replace").strip().replace("\\_", "_")
+                value = _num(m[2])
+                if value is not None and not key.startswith("_runtime") and not key.startswith("_timestamp"):
+                    rows.append((key, value, pos))
+            used.add(pos)
+            pos = le + 1
+        if not rows:
+            continue
+        own = next((int(v) for k, v, _ in rows if k in WANDB_STEP_KEYS and v == v and 0 <= v < 2 ** 62), None)
+        step = own if own is not None else (st.last_step if st.last_step is not None else 1)
+        for key, value, at in rows:
+            if key not in WANDB_STEP_KEYS:
+                out.add(step, key, value, lines.at(at))
+        if own is not None:
+            _mark(st, steps, used, h.start(), step)
+        else:
+            st.inferred = st.inferred or st.last_step is None
+            used.add(line_start(text, h.start()))
+
+
 # -- Ray Tune / RLlib console results -----------------------------------------------------------------------------
 
 #: Ray Tune's console reporter (tune/progress_reporter.py ``_print_result`` / ray.tune.logger ``pretty_print``, a
@@ -2677,6 +2730,7 @@ FORMAT_PARSERS = (
     (parse_tf_print, (b"loggingopscc",)),
     (parse_nnunet, (b"trainloss",)),
     (parse_tune_results, (b"Resultfor",)),
+    (parse_wandb_summary, (b"Runsummary",)),
     (parse_eval_records, (b"Savingdictforglobalstep", b"Evaluationresultforstep", b"globalstep")),
     (parse_mxnet, (b"samplessec", b"EpochValidation", b"EpochTrain")),
     (parse_espnet, (b"epochtrain", b"epochvalid", b"epochresults")),

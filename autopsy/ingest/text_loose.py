@@ -578,6 +578,9 @@ _RECORD_STEP_KEYS = {"step", "global_step", "iter", "iteration", "current_steps"
 #: ``[session 1][epoch  1][iter  100/2892] loss: nan, lr: 1.00e-04`` then its loss terms two lines below)
 CONTINUATION_LINES = 3
 _RECORD_SKIP_KEYS = {"epoch", "total_steps", "time", "eta", "episodes"}
+#: a phase's counter as a record's key (``train epoch: 3``, ``eval epoch: 3``, ``valid step: 500``)
+_PHASE_COUNTER = re.compile(r"(?i)^(train|training|eval|evaluation|valid|validation|val|test|dev)[ _]"
+                            r"(?:epoch|step|iter|iteration)$")
 
 
 #: a logging.Formatter's prefix before a record's first pair: a time, then a level word (VITS's utils.get_logger and its
@@ -649,6 +652,15 @@ def parse_pair_records(text: bytes, first_line: int, st: StepState, out: Collect
     for ls in sorted(rows):
         le, pairs = rows[ls]
         own = next((int(v) for k, v in pairs if k.lower() in _RECORD_STEP_KEYS and v == v and 0 <= v < 2 ** 62), None)
+        # a phase's own counter (Flax's examples: 'train epoch: %d, loss: %.4f, accuracy: %.2f' then 'eval epoch: ...'):
+        # the record's step, and a held-out phase's keys are eval_*
+        phase = next(((pm[1].lower(), int(v)) for k, v in pairs if (pm := _PHASE_COUNTER.match(k)) is not None
+                      and v == v and 0 <= v < 2 ** 62), None)
+        if phase is not None:
+            own = phase[1] if own is None else own
+            held = phase[0] not in ("train", "training")
+            pairs = [(("eval_" + k if held and not k.lower().startswith("eval") else k), v) for k, v in pairs
+                     if _PHASE_COUNTER.match(k) is None]
         names = {k for k, _ in pairs}
         joined = ls == prev_end + 1 and not names & keys and own is None
         indent = text[ls:ls + 1] in (b" ", b"\t")
