@@ -233,7 +233,10 @@ KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = 
       "Or train in bf16 (bf16=True with torch_dtype=torch.bfloat16) on hardware that supports it, which needs no scaler.")),
     # and the convolutions' form, one side on CUDA and the other not: "Input type (torch.cuda.FloatTensor) and weight
     # type (torch.FloatTensor) should be the same" (LiqudNet#7; tokenlearner-pytorch#4: submodules kept in a plain list)
-    (re.compile(r"Expected all tensors to be on the same device|Input type \(torch\.cuda\.\w+\) and weight type "
+    # (Apple's MPS backend says it its own way: "Placeholder storage has not been allocated on MPS device!", an input
+    # left on the CPU beside a model on "mps")
+    (re.compile(r"Expected all tensors to be on the same device|Placeholder storage has not been allocated on MPS device|"
+                r"Input type \(torch\.cuda\.\w+\) and weight type "
                 r"\(torch\.(?!cuda)\w+\)|Input type \(torch\.(?!cuda)\w+\) and weight type \(torch\.cuda\.\w+\)"),
      "tensors on different devices",
      "an operation received tensors on different devices (a batch left on the CPU, a module not moved, or a model split "
@@ -313,6 +316,13 @@ KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = 
      ("Read the first failing rank's traceback (above, or its log: torchrun --log-dir / --tee 3) and fix that error; "
       "exitcode -9 with no traceback is the host's RAM: fewer dataloader workers, a smaller eval/preprocessing "
       "footprint, or more memory.",)),
+    # an operator Apple's MPS backend lacks (aten/src/ATen/mps: "The operator 'aten::...' is not currently implemented
+    # for the MPS device. If you want this op to be added in priority during the prototype phase of this feature,
+    # please comment on https://github.com/pytorch/pytorch/issues/77764")
+    (re.compile(r"is not currently implemented for the MPS device"), "an operator the MPS backend lacks",
+     "the run uses Apple's MPS backend, which has no kernel for one operator of the model or the loss",
+     ("Set PYTORCH_ENABLE_MPS_FALLBACK=1 (before starting Python) to run that operator on the CPU, upgrade torch "
+      "(MPS gains operators each release), or train on the CPU/another device.",)),
     # scikit-learn's finiteness check (sklearn/utils/validation.py _assert_all_finite): "Input contains NaN, infinity or a
     # value too large for dtype('float64')." (before 1.0), "Input contains NaN." / "Input X contains infinity or a value
     # too large for dtype('float64')." / "Input y contains NaN." (1.0 on); raised where a metric or a preprocessing step
@@ -697,8 +707,10 @@ KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = 
      ("Lower num_workers (0 to confirm) and prefetch_factor; keep the dataset in numpy arrays or memory-mapped files "
       "instead of Python lists (workers copy what they touch); check dmesg for 'Out of memory: Killed process'; "
       "add RAM or swap.",)),
+    # (also torch's worker signal handler: "ERROR: Unexpected bus error encountered in worker. This might be caused by
+    # insufficient shared memory (shm).")
     (re.compile(r"DataLoader worker \(pid\(?s?\)? ?[\d, ]*\)? (?:is killed by signal|exited unexpectedly)|"
-                r"unable to write to file </torch_|No space left on device"),
+                r"unable to write to file </torch_|No space left on device|bus error encountered in worker"),
      "a DataLoader worker died (shared memory)",
      "a DataLoader worker process died: usually the shared memory (/dev/shm, 64 MB by default in Docker) or the host RAM "
      "ran out while workers passed batches",

@@ -528,6 +528,10 @@ SWING_FACTOR = 3.0
 #: swings each way a curve must show to oscillate, and the logs it needs
 MIN_SWINGS = 3
 MIN_SWING_LOGS = 6
+#: the swings (up and down) make at least this share of the curve's steps: a curve that does little but swing. Batch noise
+#: crosses 3x now and then (a per-step log with a lognormal spread of 0.35-0.5 does so at 1-12% of its steps, and
+#: would pile up three swings each way over a few hundred logs); nlp-tutorial#77 swings at 60% of its steps
+SWING_FRACTION = 0.4
 #: an upward swing counts only when it climbs back to this share of the curve's first level (the highest of its first
 #: three logs): a curve that returns most of the way to where it started has not kept what it learnt; a converged loss
 #: jumping 0.002 -> 0.01 is noise around a floor, not a swing
@@ -536,7 +540,8 @@ SWING_SHARE = 0.25
 
 def _oscillation(run: Run, name: str) -> Finding | None:
     """A curve that keeps swinging: at least MIN_SWINGS logs each SWING_FACTOR x the one before and as many each that
-    much smaller, the climbs returning to SWING_SHARE of the first level, the last climb in the second half of the run.
+    much smaller, together SWING_FRACTION of its steps, the climbs returning to SWING_SHARE of the first level, the last
+    climb in the second half of the run.
     The textbook sign of a step size too large: each update jumps across the valley instead of down it (the loss of
     graykode/nlp-tutorial#77 at lr 0.01, 1.6 <-> 18 every few logs while lr 1e-4 fell steadily; the validation loss of
     stats.stackexchange 478017, 0.14 <-> 3.3 from epoch to epoch). Batch noise around a level rarely moves 3x both ways
@@ -553,7 +558,7 @@ def _oscillation(run: Run, name: str) -> Finding | None:
     first = float(np.max(v[:3]))
     up = [i + 1 for i in np.flatnonzero(ratio >= SWING_FACTOR) if v[i + 1] >= SWING_SHARE * first]
     down = [i + 1 for i in np.flatnonzero(ratio <= 1 / SWING_FACTOR)]
-    if len(up) < MIN_SWINGS or len(down) < MIN_SWINGS or up[-1] < n / 2:
+    if len(up) < MIN_SWINGS or len(down) < MIN_SWINGS or up[-1] < n / 2 or len(up) + len(down) < SWING_FRACTION * (n - 1):
         return None
     lr = points(run, "learning_rate").finite_only()
     at = value_at(lr, s[up[0]].step)
