@@ -370,7 +370,7 @@ def _progress_tests(text: bytes, lines: Lines, st: StepState, out: Collector, us
                     epochs: list[tuple[int, int]]) -> None:
     """Each run of ``Test: [i/N]`` lines as one evaluation: its last line's running averages as ``eval_<meter>`` at the
     training step in force (the last ``Epoch: [e][i/N]`` line before it)."""
-    runs: list[tuple[int, re.Match[bytes]]] = []  # (step, last line of the run)
+    runs: list[tuple[int, re.Match[bytes], list[int]]] = []  # (step, last line of the run, its line starts)
     for m in _PROGRESS_TEST.finditer(text):
         ls = line_start(text, m.start())
         if used.covers(ls, m.end()):
@@ -380,11 +380,11 @@ def _progress_tests(text: bytes, lines: Lines, st: StepState, out: Collector, us
         if step is None:
             continue
         if runs and runs[-1][0] == step and (i < 0 or epochs[i][0] < runs[-1][1].start()):
-            runs[-1] = (step, m)  # the same evaluation goes on
+            runs[-1][2].append(ls)
+            runs[-1] = (step, m, runs[-1][2])  # the same evaluation goes on
         else:
-            runs.append((step, m))
-        used.add(ls)
-    for step, m in runs:
+            runs.append((step, m, [ls]))
+    for step, m, starts in runs:
         pairs = [(k.decode(), float(avg)) for k, _v, avg in _METER.findall(m[3]) if k.decode().lower() not in _METER_SKIP]
         if not any("loss" in k.lower() for k, _ in pairs):
             continue
@@ -392,6 +392,8 @@ def _progress_tests(text: bytes, lines: Lines, st: StepState, out: Collector, us
         for k, v in pairs:
             name = "eval_loss" if k.lower() == "loss" else "eval_" + k
             out.add(step, name, v, at)
+        for ls in starts:
+            used.add(ls)
 
 
 def parse_progress_meter(text: bytes, first_line: int, st: StepState, out: Collector,
