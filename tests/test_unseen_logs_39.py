@@ -575,3 +575,11 @@ def test_per_step_batch_noise_that_crosses_3x_now_and_then_is_no_oscillation(tmp
 
     assert _oscillation(a.run, "loss") is None  # (DIV001 says "loss spikes" of this one, a warning, before it asks)
     assert not any(f.symptom == "loss_oscillation" for f in a.diagnosis.findings) and _verdict(a)[0] == "healthy"
+
+
+def test_cells_with_a_global_step_but_no_evaluation_keep_their_names(tmp_path: Path):
+    # a training loop printing the same 'key value |' cells (no eval_ key, no result head): its loss is the loss
+    a = _run_in(tmp_path, 0, "loss 1.2000 | lr 0.0001 | global_step 100\nloss 1.1000 | lr 0.0001 | global_step 200\n")
+    df = a.run.scalars
+    assert df[df["metric"] == "loss"]["step"].tolist() == [100, 200]
+    assert not any(m.startswith("eval_") for m in set(df["metric"]))

@@ -2417,6 +2417,7 @@ _EVAL_PAIR = re.compile(rb"(?:^|, | ; )([A-Za-z_][\w/.-]{0,80}) = (" + NUM + rb"
 #: ``global_step N`` as one of its cells
 _CELL_STEP = re.compile(rb"(?:^|\| )global_step (\d+)(?= \||\s*$)", re.M)
 _CELL = re.compile(rb"^\s*([A-Za-z_][\w/.-]{0,80}) (" + NUM + rb")\s*$")
+_RESULT_HEAD = re.compile(rb"(?:Eval|Best|Test|Dev)(?: results?)? \| |Result(?: of step \d+)? \| ")
 
 
 def _cell_records(text: bytes, first_line: int, out: Collector, used: Used) -> None:
@@ -2428,13 +2429,16 @@ def _cell_records(text: bytes, first_line: int, out: Collector, used: Used) -> N
             continue
         step, line = int(m[1]), lines.at(ls)
         keys = {c[1] for c in pairs}
+        # an evaluation's result (its eval_* keys, or its head: "Eval result |", "Best result |"); a training loop
+        # printing the same cells keeps its names
+        held = any(k.startswith(b"eval_") for k in keys) or _RESULT_HEAD.search(text, ls, le) is not None
         for c in pairs:
             k, value = c[1].decode(), _num(c[2])
-            if k in ("global_step", "step") or value is None or (k == "loss" and b"eval_loss" in keys):
+            if k in ("global_step", "step") or value is None or (held and k == "loss" and b"eval_loss" in keys):
                 continue  # (the Estimator's ``loss`` beside its ``eval_loss``: the same evaluation twice)
-            name = k if k.startswith("eval_") else "eval_" + k
+            name = k if k.startswith("eval_") or not held else "eval_" + k
             out.add(step, name, value, line)
-            if k == "loss":
+            if held and k == "loss":
                 out.metric_override[name] = "eval_loss"
         used.add(ls)
 
