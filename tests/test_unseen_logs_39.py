@@ -474,12 +474,12 @@ def test_an_ipython_header_cut_before_its_exception_is_still_a_crash(tmp_path: P
 # the last logged values), here an HF Trainer run's whose grad_norm went NaN and whose loss the Trainer's NaN filter
 # logged as 0.0; the history's sparklines carry no numbers
 WANDB_FOOTER = """wandb: Waiting for W&B process to finish... (success).
-wandb: 
+wandb:
 wandb: Run history:
 wandb:         train/epoch ▁▁▂▂▃▃▄▄▅▅▆▆▇▇██
 wandb:   train/global_step ▁▁▂▂▃▃▄▄▅▅▆▆▇▇██
 wandb:          train/loss █▆▅▄▃▂▁▁
-wandb: 
+wandb:
 wandb: Run summary:
 wandb:         train/epoch 3.0
 wandb:   train/global_step 375
@@ -488,7 +488,7 @@ wandb:          train/loss 0.0
 wandb: train/learning_rate 0.0
 wandb:          train_loss 0.5623
 wandb:            _runtime 1553.401748418808
-wandb: 
+wandb:
 wandb: 🚀 View run glad-sun-7 at: https://wandb.ai/team/project/runs/abc123
 """
 
@@ -583,3 +583,13 @@ def test_cells_with_a_global_step_but_no_evaluation_keep_their_names(tmp_path: P
     df = a.run.scalars
     assert df[df["metric"] == "loss"]["step"].tolist() == [100, 200]
     assert not any(m.startswith("eval_") for m in set(df["metric"]))
+
+
+def test_wandbs_summary_after_the_runs_own_records_adds_nothing(tmp_path: Path):
+    records = "".join(f"{{'loss': {1.0 - i / 10:.4f}, 'grad_norm': 1.1, 'learning_rate': 2e-05, 'epoch': {i / 10}}}\n"
+                      for i in range(1, 4))
+    summary = ("wandb: Run summary:\nwandb:         train/loss 0.7\nwandb:    train/grad_norm 1.1\n"
+               "wandb: train/global_step 375\nwandb: \n")  # logging_steps=125: the records were numbered otherwise
+    a = _run_in(tmp_path, 0, records + summary)
+    df = a.run.scalars
+    assert df[df["metric"] == "loss"]["value"].tolist() == [0.9, 0.8, 0.7]  # no second point from the summary

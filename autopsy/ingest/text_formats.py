@@ -2482,9 +2482,10 @@ WANDB_STEP_KEYS = ("train/global_step", "trainer/global_step", "global_step", "t
 
 def parse_wandb_summary(text: bytes, first_line: int, st: StepState, out: Collector,
                         steps: StepMarks, used: Used) -> None:
-    """The summary's numbers at the run's last step: its own step key when it has one (HF's ``train/global_step``),
-    else the step the log reached (the last record read before it), else step 1 of an otherwise empty paste. wandb's
-    own bookkeeping (``_runtime``, ``_timestamp``) is skipped."""
+    """The summary's numbers at the run's last step, its own step key when it has one (HF's ``train/global_step``), else
+    step 1; read only where the log has no records of its own before it (a pasted footer: the summary repeats the
+    records' last values, rounded, and its step may not be the one the records were numbered with). wandb's own
+    bookkeeping (``_runtime``, ``_timestamp``) is skipped."""
     if not has(text, b"Run summary:"):
         return
     lines = Lines(text, first_line)
@@ -2510,7 +2511,9 @@ def parse_wandb_summary(text: bytes, first_line: int, st: StepState, out: Collec
         if not rows:
             continue
         own = next((int(v) for k, v, _ in rows if k in WANDB_STEP_KEYS and v == v and 0 <= v < 2 ** 62), None)
-        step = own if own is not None else (st.last_step if st.last_step is not None else 1)
+        if st.last_step is not None:
+            continue  # the log's own records hold these last values already (rounded here; maybe on other step numbers)
+        step = own if own is not None else 1
         for key, value, at in rows:
             if key not in WANDB_STEP_KEYS:
                 out.add(step, key, value, lines.at(at))
