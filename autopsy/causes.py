@@ -33,6 +33,7 @@ SYMPTOMS: dict[str, str] = {
     "loss_divergence": "the loss rose far above its early best and stayed there",
     "loss_spike": "isolated loss spikes far above the run's level after warmup",
     "loss_oscillation": "the loss (or validation loss) keeps swinging 3x up and down instead of descending",
+    "eval_collapse": "the evaluation loss is many times the training loss and its accuracy near zero while training fits",
     "grad_norm_growth": "the gradient norm grew by orders of magnitude",
     "lr_near_zero": "the learning rate stayed near zero for the whole run",
     "loss_flat": "the loss never moved from its starting value",
@@ -62,8 +63,8 @@ _AFTER_NAN = {"frozen_weights", "nonfinite_weights", "eval_nonfinite", "degenera
 
 #: cause -> the symptoms it explains (the causal model; docs/diagnosis.md renders this table)
 EXPLAINS: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
-    "lr_too_high": _NONFINITE | _AFTER_NAN | {"loss_divergence", "loss_spike", "loss_oscillation", "grad_norm_growth",
-                                             "skipped_steps", "loss_scale_collapse", "crash"},
+    "lr_too_high": _NONFINITE | _AFTER_NAN | {"loss_divergence", "loss_spike", "loss_oscillation", "eval_collapse",
+                                             "grad_norm_growth", "skipped_steps", "loss_scale_collapse", "crash"},
     "fp16_overflow": _NONFINITE | _AFTER_NAN | {"skipped_steps", "loss_scale_collapse", "lr_near_zero", "loss_flat",
                                                "loss_spike", "grad_norm_growth", "crash"},
     "loss_scale_collapse": _NONFINITE | _AFTER_NAN | {"skipped_steps", "loss_scale_collapse", "lr_near_zero",

@@ -95,6 +95,9 @@ def detect(run: Run) -> Iterable[Finding]:
         guard = _guard_stop(run)
         if guard is not None:
             yield guard
+        collapse = _eval_collapsed(run)
+        if collapse is not None:
+            yield collapse
 
 
 def _guard_stop(run: Run) -> Finding | None:
@@ -586,6 +589,63 @@ def _oscillation(run: Run, name: str) -> Finding | None:
                   "Keep the checkpoint with the best validation loss rather than the last one."],
         basis="inferred", symptom="loss_oscillation",
     )
+
+
+#: an evaluation collapsed: its loss this many times the training loss beside it, its accuracy at most this share of the
+#: training accuracy, which is itself at least EVAL_COLLAPSE_MIN_ACC (a model that learnt, evaluated as one that did not)
+EVAL_COLLAPSE_LOSS = 5.0
+EVAL_COLLAPSE_ACC_SHARE = 0.1
+EVAL_COLLAPSE_MIN_ACC = 0.2
+_TRAIN_ACCURACY = re.compile(r"^(?:train[_/])?(acc|accuracy|top1|acc@1)$", re.I)
+
+
+def _eval_collapsed(run: Run) -> Finding | None:
+    """The last evaluation is far worse than the training beside it on both counts: its loss >= 5x the training loss at
+    that step, its accuracy <= a tenth of the training accuracy (itself >= 20%). Overfitting keeps a held-out accuracy
+    well above a tenth of the training one; this is a model evaluated in another state than the one that trains
+    (BatchNorm statistics ruined by a too-large step or batch, an eval-mode or loading bug: ReActNet#9, test loss 24.6
+    and Acc@1 0.1% beside 1.9 and 59.8%). A symptom: the log rarely says which."""
+    ev = points(run, "eval_loss").finite_only()
+    loss = points(run, "loss").finite_only()
+    if not len(ev) or not len(loss):
+        return None
+    last = ev[-1]
+    tr = value_at(loss, last.step)
+    if tr is None or tr.value <= 0 or last.value < EVAL_COLLAPSE_LOSS * tr.value:
+        return None
+    for m in run.metrics():
+        k = _TRAIN_ACCURACY.match(m)
+        held_name = "eval_" + (k[1] if k and m.lower().startswith("train") else m)
+        if k is None or held_name not in run.metrics():
+            continue
+        acc, held = points(run, m).finite_only(), points(run, held_name).finite_only()
+        a, h = value_at(acc, last.step), value_at(held, last.step)
+        if a is None or h is None:
+            continue
+        scale = 100.0 if max(a.value, h.value) > 1.0 else 1.0
+        if a.value / scale < EVAL_COLLAPSE_MIN_ACC or h.value > EVAL_COLLAPSE_ACC_SHARE * a.value:
+            continue
+        return Finding(
+            code=CODE, name=SLUG, root_cause=None, severity="error", confidence=0.6,
+            title=(f"The evaluation collapsed at step {last.step}: loss {fmt(last.value)} and {held_name} {fmt(h.value)} "
+                   f"beside a training loss of {fmt(tr.value)} and {m} {fmt(a.value)}"),
+            message=(f"At step {last.step} the evaluation loss is {last.value / tr.value:.3g}x the training loss beside it "
+                     f"({fmt(last.value)} vs {fmt(tr.value)}) and its accuracy {fmt(h.value)} is at most a tenth of the "
+                     f"training accuracy {fmt(a.value)}: the model that trains is not the one evaluated. Overfitting "
+                     "keeps far more of the accuracy; the usual reasons are BatchNorm running statistics ruined by a step "
+                     "or batch size too large (the training batches still fit), a model evaluated in another mode, "
+                     "precision or state than it trains in, or an evaluation set or preprocessing that does not match."),
+            first_step=last.step, basis="symptom", symptom="eval_collapse",
+            evidence=[last.evidence(f"evaluation loss {fmt(last.value)} at step {last.step}"),
+                      tr.evidence(f"training loss {fmt(tr.value)} at step {tr.step}"),
+                      h.evidence(f"{held_name} {fmt(h.value)} at step {h.step}"),
+                      a.evidence(f"{m} {fmt(a.value)} at step {a.step}")],
+            remedies=["Evaluate the training set in eval mode: a collapse there too is BatchNorm's running statistics "
+                      "(lower the LR, scale it to the batch size, or recompute the statistics on training batches); a "
+                      "good result there points at the evaluation data or its preprocessing.",
+                      "Keep the checkpoint with the best evaluation and compare the evaluation code path with training's "
+                      "(model.eval(), dtype, the weights it loads)."])
+    return None
 
 
 def _lr_far_above_usual(run: Run, step: int):

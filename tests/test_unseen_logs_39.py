@@ -593,3 +593,14 @@ def test_wandbs_summary_after_the_runs_own_records_adds_nothing(tmp_path: Path):
     a = _run_in(tmp_path, 0, records + summary)
     df = a.run.scalars
     assert df[df["metric"] == "loss"]["value"].tolist() == [0.9, 0.8, 0.7]  # no second point from the summary
+
+
+def test_an_evaluation_that_collapses_beside_a_fitting_training_is_no_healthy_run(tmp_path: Path):
+    a = _run_in(tmp_path, 0, EPOCH_THEN_TEST)
+    f = _finding(a, "DIV001")
+    assert f is not None and f.symptom == "eval_collapse" and f.first_step == 132 * 4004 + 4003
+    assert _verdict(a)[0] != "healthy"  # was 'healthy: loss 1.929 -> 2.105'
+    # overfitting keeps much of the accuracy: the same lines with the evaluation at 40% top-1 are no collapse
+    kept = EPOCH_THEN_TEST.replace("Acc@1   0.31 (  0.10)", "Acc@1  40.31 ( 40.10)")
+    a = _run_in(tmp_path, 1, kept)
+    assert not any(f.symptom == "eval_collapse" for f in a.diagnosis.findings)
