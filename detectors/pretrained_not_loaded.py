@@ -23,6 +23,7 @@ Remedies:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from autopsy.model import Finding, Run
@@ -72,10 +73,62 @@ def _shape_mismatch(run: Run) -> Finding | None:
     )
 
 
+#: weights of a model's body (embeddings, attention, MLP, numbered layers or blocks): newly initialized, the backbone was
+#: not loaded; a head (classifier, score, lm_head, pooler, qa_outputs) newly initialized is what fine-tuning expects
+_BACKBONE = re.compile(r"(?:^|\.)(?:embeddings?|embed_tokens|wte|wpe|word_embeddings|encoder|self_attn|attention|attn|mlp|"
+                       r"(?:layers?|h|block|blocks)\.\d+)(?:\.|$)")
+_HEAD = re.compile(r"(?:^|\.)(?:classifier|pre_classifier|score|lm_head|qa_outputs|pooler|cls|classification_head|"
+                   r"heads?|out_proj|logits?)(?:\.|$)")
+#: buffers a checkpoint need not hold, computed at build time (rotary frequencies, position ids, GPT-2's causal mask):
+#: transformers lists them as newly initialized on some versions, and nothing is lost (PaddleNLP#5720: Llama's inv_freq)
+_BUFFER = re.compile(r"inv_freq|rotary_emb|position_ids|masked_bias|\.attn\.bias$|_cached$|num_batches_tracked")
+#: modules a model adds on top of the checkpoint it starts from, new by design: cross-attention when an encoder becomes a
+#: decoder (EncoderDecoderModel from bert-base: 'bert.encoder.layer.0.crossattention.self.query.weight',
+#: transformers#10831, #5988), a Q-Former's query branch ('output_query', 'intermediate_query': OpenMOSS/AnyGPT#19),
+#: adapters
+_ADDED = re.compile(r"crossattention|cross_attn|crossattn|encoder_attn|_query\.|adapter|lora_")
+#: backbone weights newly initialized before the body counts as not loaded
+MIN_BACKBONE = 2
+
+
+def _backbone_not_loaded(run: Run) -> Finding | None:
+    """transformers says weights of the model's body (not only a new head) were newly initialized: the checkpoint's names
+    did not match the model's (a checkpoint saved from another class or wrapper, a prefix such as ``model.`` or
+    ``module.``, another architecture), so the body trains from random weights."""
+    for ev in run.events_of("weights_newly_initialized"):
+        names = [str(n) for n in ev.data.get("names") or []]
+        body = [n for n in names if _BACKBONE.search(n) and not _HEAD.search(n) and not _BUFFER.search(n)
+                and not _ADDED.search(n)]
+        if len(body) < MIN_BACKBONE:
+            continue
+        n = int(ev.data.get("n") or len(names))
+        return Finding(
+            code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.7,
+            title=(f"The pretrained body was not loaded: {n} weights of {ev.data.get('model')} newly initialized, "
+                   f"{body[0]} among them"),
+            message=(f"transformers found no weights in {ev.data.get('path')} for {n} of {ev.data.get('model')}'s "
+                     f"parameters, and these include the model's body ({', '.join(body[:3])}{' ...' if len(body) > 3 else ''}),"
+                     " not just a new head: the checkpoint's names do not match the model's (saved from another class or "
+                     "wrapper, with a prefix such as 'module.' or 'model.', or for another architecture), so those layers "
+                     "start from random values and the fine-tune trains from scratch."),
+            first_step=ev.step, evidence=[event_evidence(ev, f"{n} weights newly initialized, {len(body)} of them the "
+                                                             f"model's body: {', '.join(body[:4])}")],
+            basis="direct", symptom="config_defect",
+            remedies=["Load the checkpoint with the class it was saved from (AutoModel... of the same architecture), or "
+                      "strip the wrapper's prefix from its state dict keys ('module.', 'model.') before loading.",
+                      "Check the load report: only the new head (classifier, score) should be newly initialized; "
+                      "from_pretrained(..., output_loading_info=True) lists missing and unexpected keys."],
+        )
+    return None
+
+
 def detect(run: Run) -> Iterable[Finding]:
     mismatch = _shape_mismatch(run)
     if mismatch is not None:
         yield mismatch
+    body = _backbone_not_loaded(run)
+    if body is not None:
+        yield body
     evs = [e for e in run.events_of("checkpoint_not_found")
            if e.data.get("path") and _name(str(e.data["path"])) not in RESUME_FILES]
     if not evs:

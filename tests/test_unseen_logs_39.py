@@ -604,3 +604,44 @@ def test_an_evaluation_that_collapses_beside_a_fitting_training_is_no_healthy_ru
     kept = EPOCH_THEN_TEST.replace("Acc@1   0.31 (  0.10)", "Acc@1  40.31 ( 40.10)")
     a = _run_in(tmp_path, 1, kept)
     assert not any(f.symptom == "eval_collapse" for f in a.diagnosis.findings)
+
+
+# -- transformers' "newly initialized" report: the body, not a new head ------------------------------------------------
+
+def _newly(model: str, path: str, names: list[str]) -> str:
+    # modeling_utils' warning, as the HF example scripts print it through their logger
+    return (f"[WARNING|modeling_utils.py:3297] 2023-08-11 13:16:23,325 >> Some weights of {model} were not initialized "
+            f"from the model checkpoint at {path} and are newly initialized: {names!r}\nYou should probably TRAIN this "
+            "model on a down-stream task to be able to use it for predictions and inference.\n"
+            "{'loss': 0.6931, 'learning_rate': 2e-05, 'epoch': 1.0}\n{'loss': 0.693, 'learning_rate': 2e-05, 'epoch': 2.0}\n")
+
+
+def test_the_pretrained_body_newly_initialized_is_named(tmp_path: Path):
+    # https://github.com/intel/intel-extension-for-transformers/pull/152 (its log, abridged): a classifier loaded from
+    # ./output whose encoder and embeddings were newly initialized
+    names = ["bert.encoder.layer.2.attention.self.query.bias", "bert.encoder.layer.2.attention.self.key.weight",
+             "classifier.weight", "bert.encoder.layer.0.attention.self.query.bias", "classifier.bias",
+             "bert.embeddings.token_type_embeddings.weight"]
+    a = _run_in(tmp_path, 0, _newly("BertForSequenceClassification", "./output", names))
+    f = _finding(a, "PRE001")
+    assert f is not None and "body was not loaded" in f.title  # was healthy
+    assert _verdict(a) == ("failed", "pretrained_weights_not_loaded")
+
+
+def test_a_new_head_buffers_and_added_cross_attention_are_expected(tmp_path: Path):
+    cases = [
+        # https://github.com/huggingface/peft/issues/2367 (Mistral for sequence classification: its score head)
+        ("MistralForSequenceClassification", "mistralai/Mistral-7B-v0.1", ["score.weight"]),
+        # https://github.com/PaddlePaddle/PaddleNLP/issues/5720: Llama's rotary frequencies, a buffer
+        ("LlamaForCausalLM", "facebook/llama-7b", ["llama.layers.0.self_attn.rotary_emb.inv_freq",
+                                                   "llama.layers.27.self_attn.rotary_emb.inv_freq"]),
+        # https://github.com/huggingface/transformers/issues/10831: an encoder made a decoder gains cross-attention
+        ("BertLMHeadModel", "bert-base-uncased", ["bert.encoder.layer.0.crossattention.self.query.weight",
+                                                  "bert.encoder.layer.0.crossattention.self.query.bias",
+                                                  "bert.encoder.layer.0.crossattention.output.dense.weight"]),
+        # https://github.com/huggingface/transformers/issues/8887: BertModel from a masked-LM save, its pooler
+        ("BertModel", "./model", ["bert.pooler.dense.weight", "bert.pooler.dense.bias"]),
+    ]
+    for i, (model, path, names) in enumerate(cases):
+        a = _run_in(tmp_path, i, _newly(model, path, names))
+        assert _finding(a, "PRE001") is None, names

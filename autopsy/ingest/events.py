@@ -33,7 +33,7 @@ EVENT_KINDS = (
     "empty_tensor_load", "nan_input", "labels_masked", "no_trainable_params", "native_abort", "input_exhausted",
     "collective_timeout", "empty_reduction", "zero_plan", "loss_rejected", "ctc_no_alignment", "ctc_lengths", "vae_nan", "missing_keys", "grad_skip",
     "no_labels_found", "loss_diverged", "resumed", "loss_shape_mismatch", "checkpoint_not_found", "darknet_region", "step_skipped",
-    "nonfinite_logged", "killed", "sequence_too_long", "warning", "error",
+    "nonfinite_logged", "killed", "sequence_too_long", "weights_newly_initialized", "warning", "error",
 )
 
 #: events kept per kind from the start of the log: enough to show how a sequence began
@@ -334,6 +334,14 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ("step_skipped", re.compile(r"(?i)(?:\bnorm\s*[=:]\s*([-+]?(?:\d+(?:\.\d*)?(?:e[-+]?\d+)?|nan|inf))[^\n]{0,80}?)?"
                                 r"\bskipp(?:ing|ed) (?:the )?optimi[sz]er (?:step|update)"),
      lambda m: {"norm": float(m[1]) if m[1] else None}),
+    # transformers' from_pretrained naming the weights the checkpoint did not hold (modeling_utils: "Some weights of
+    # {cls} were not initialized from the model checkpoint at {path} and are newly initialized: [...]", also "... newly
+    # initialized because the shapes did not match:"): a new head is expected; backbone weights in the list are not
+    ("weights_newly_initialized", re.compile(r"Some weights of (\w+) were not initialized from the model checkpoint at "
+                                             r"(\S+?) and are newly initialized(?: because the shapes did not match)?: "
+                                             r"\[([^\]\n]*)\]?"),
+     lambda m: {"model": m[1], "path": m[2], "names": re.findall(r"'([^'\s]{1,300})'", m[3])[:200],
+                "n": m[3].count("'") // 2}),
     # a checkpoint to start from that is not there, so the run starts from its initial weights: fairseq's
     # checkpoint_utils.load_checkpoint ("| no existing checkpoint found pretrained/roberta.large/model.pt", later
     # "No existing checkpoint found ..."), pytorch/examples' imagenet --resume ("=> no checkpoint found at 'x.pth'")
@@ -472,7 +480,7 @@ TRIGGERS = (
     "Expected target size", "multi-target not supported", "FloatingPointError", "invalid value (nan)",
     "divide by zero (inf)", "Num examples", "um batches per epoch", "um epochs", "um Epochs",
     "otal optimization steps", "out of bounds", "Expected input batch", "Target size", "Killed", "killed", "SIGKILL", "code 137", "code: 137",
-    "code (137)", "return code = -9", "Tensor had", "Token indices sequence length",
+    "code (137)", "return code = -9", "Tensor had", "Token indices sequence length", "Some weights of",
     "Loss was", "Loss went", "Loss turned", "Loss has become", "loss is nan", "loss is NaN", "loss is inf", "loss is Inf",
     "loss became", "loss was nan", "loss was NaN", "loss was inf", "loss went", "loss turned", "loss has become",
 )
