@@ -938,6 +938,11 @@ def _no_batches(fatal: Event, at: str, evidence: list[Evidence]) -> Finding:
 WRAPPER_EXC = re.compile(r"ChildFailedError|CalledProcessError|SubprocessError|ProcessExitedException")
 
 
+def _reports_a_child(e: Event) -> bool:
+    """A launcher's or a subprocess call's exception: the report of a child's death, not the child's own error."""
+    return WRAPPER_EXC.search(str(e.data.get("exc_type") or e.message)) is not None
+
+
 def _killed(run: Run, killed: list[Event]) -> Finding:
     """The process was killed with SIGKILL and printed no exception of its own: on Linux the kernel's OOM killer once the
     host's RAM (not the GPU's) ran out, far more often than a scheduler's hard kill."""
@@ -973,8 +978,7 @@ def detect(run: Run) -> Iterable[Finding]:
         # SIGKILL: the launcher's or the wrapper's traceback that follows (ChildFailedError, CalledProcessError) is
         # its report, not a second failure; another exception raised before it is left to the paths below
         before = [e for e in run.events_of("traceback") if e.line is not None and killed[0].line is not None
-                  and e.source == killed[0].source and e.line < killed[0].line
-                  and not WRAPPER_EXC.search(str(e.data.get("exc_type") or e.message))]
+                  and e.source == killed[0].source and e.line < killed[0].line and not _reports_a_child(e)]
         if not before:
             yield _killed(run, killed)
             return
@@ -987,9 +991,9 @@ def detect(run: Run) -> Iterable[Finding]:
         tracebacks = tracebacks[:-1]
     # the launcher's summary of a dead worker (torchrun's ChildFailedError, a CalledProcessError) after the worker's own
     # exception: the worker's is the error
-    own = [e for e in tracebacks if not WRAPPER_EXC.search(str(e.data.get("exc_type") or e.message))]
-    if own and len(own) < len(tracebacks) and tracebacks[-1] not in own:
-        tracebacks = own
+    if len(tracebacks) > 1 and _reports_a_child(tracebacks[-1]):
+        own = [e for e in tracebacks if not _reports_a_child(e)]
+        tracebacks = own or tracebacks
     fatal = ooms[-1] if ooms else (tracebacks[-1] if tracebacks else (asserts[-1] if asserts else None))
     timeout = _collective_timeout(run) if not ooms else None
     if timeout is not None:

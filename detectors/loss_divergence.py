@@ -615,8 +615,10 @@ def _eval_collapsed(run: Run) -> Finding | None:
         return None
     for m in run.metrics():
         k = _TRAIN_ACCURACY.match(m)
-        held_name = "eval_" + (k[1] if k and m.lower().startswith("train") else m)
-        if k is None or held_name not in run.metrics():
+        if k is None:
+            continue
+        held_name = "eval_" + (k[1] if m.lower().startswith("train") else m)
+        if held_name not in run.metrics():
             continue
         acc, held = points(run, m).finite_only(), points(run, held_name).finite_only()
         a, h = value_at(acc, last.step), value_at(held, last.step)

@@ -2420,8 +2420,7 @@ _CELL = re.compile(rb"^\s*([A-Za-z_][\w/.-]{0,80}) (" + NUM + rb")\s*$")
 _RESULT_HEAD = re.compile(rb"(?:Eval|Best|Test|Dev)(?: results?)? \| |Result(?: of step \d+)? \| ")
 
 
-def _cell_records(text: bytes, first_line: int, out: Collector, used: Used) -> None:
-    lines = Lines(text, first_line)
+def _cell_records(text: bytes, lines: Lines, out: Collector, used: Used) -> None:
     for m in _CELL_STEP.finditer(text):
         ls, le = line_start(text, m.start()), line_end(text, m.start())
         pairs = [c for c in (_CELL.match(cell) for cell in text[ls:le].split(b"|")) if c is not None]
@@ -2446,11 +2445,11 @@ def _cell_records(text: bytes, first_line: int, out: Collector, used: Used) -> N
 def parse_eval_records(text: bytes, first_line: int, st: StepState, out: Collector,
                        steps: StepMarks, used: Used) -> None:
     """Each key as ``eval_<key>`` at the record's step; ``loss`` is ``eval_loss``, ``global_step`` is the step."""
+    lines = Lines(text, first_line)
     if has(text, b"global_step ") and has(text, b" | "):
-        _cell_records(text, first_line, out, used)
+        _cell_records(text, lines, out, used)
     if not (has(text, b"Saving dict for global step ") or has(text, b"Evaluation result for step ")):
         return
-    lines = Lines(text, first_line)
     for m in _EVAL_RECORD.finditer(text):
         pairs = [(k.decode(), v) for k, v in _EVAL_PAIR.findall(m[2].rstrip())]
         if not pairs:
@@ -2508,11 +2507,9 @@ def parse_wandb_summary(text: bytes, first_line: int, st: StepState, out: Collec
                     rows.append((key, value, pos))
             used.add(pos)
             pos = le + 1
-        if not rows:
-            continue
+        if not rows or st.last_step is not None:
+            continue  # (the log's own records hold these last values already, rounded here, maybe at other steps)
         own = next((int(v) for k, v, _ in rows if k in WANDB_STEP_KEYS and v == v and 0 <= v < 2 ** 62), None)
-        if st.last_step is not None:
-            continue  # the log's own records hold these last values already (rounded here; maybe on other step numbers)
         step = own if own is not None else 1
         for key, value, at in rows:
             if key not in WANDB_STEP_KEYS:
@@ -2520,7 +2517,7 @@ def parse_wandb_summary(text: bytes, first_line: int, st: StepState, out: Collec
         if own is not None:
             _mark(st, steps, used, h.start(), step)
         else:
-            st.inferred = st.inferred or st.last_step is None
+            st.inferred = True  # step 1 of a paste with nothing else: no step was printed
             used.add(line_start(text, h.start()))
 
 
@@ -2543,9 +2540,7 @@ TUNE_KEYS = {"cur_lr": "learning_rate", "grad_gnorm": "grad_norm", "episode_rewa
 def _yaml_num(raw: bytes | None) -> float | None:
     if raw is None:
         return None
-    if raw in _YAML_FLOATS:
-        return _YAML_FLOATS[raw]
-    return _num(raw) if raw[:1] not in (b"'", b'"') else None
+    return _YAML_FLOATS[raw] if raw in _YAML_FLOATS else _num(raw)
 
 
 def parse_tune_results(text: bytes, first_line: int, st: StepState, out: Collector,

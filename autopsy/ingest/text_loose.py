@@ -614,7 +614,7 @@ def _record_pairs(line: bytes, signal: bool = True) -> list[tuple[str, float]] |
         pairs.append(((m[1] or m[2]).decode(), float(m[3])))
         pos = m.end()
     rest = line[pos:].strip(b" \t,;|\r")
-    if rest and (not pairs or _CUT_PAIR.match(rest) is None or not _KV_SEP.match(line[pos:pos + line[pos:].find(rest)])):
+    if rest and (not pairs or _CUT_PAIR.match(rest) is None):
         return None
     if len(pairs) < MIN_RECORD_PAIRS or (signal and not any(_SIGNAL_KEY.search(k) for k, _ in pairs)):
         return None
