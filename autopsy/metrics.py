@@ -99,6 +99,14 @@ def canonical(key: str) -> str:
     return k
 
 
+#: any learning-rate series' name: the canonical one, per-group copies (``current_lr_0``, ``lr_group1``, Composer's
+#: ``lr-DecoupledAdamW/group0``), a loop's ``LR``
+LR_NAME = re.compile(r"(?i)(?:^|[/_.\s-])(?:lr|learning_rate)(?:$|[/_.\s-]|\d)|^lr[-_]|current_lr")
+#: where the text readers record how a log prints its learning rate when it prints a zero in fixed point
+#: (``lr: 0.0000``): the number of decimals; such a zero only says the LR is below half a unit of the last one
+LR_PRINT_DECIMALS = "log.lr_print_decimals"
+
+
 #: a headerless table's column as the text reader names it (``autopsy.ingest.text_formats.parse_columns``): a value
 #: whose meaning the log does not give
 UNNAMED_COLUMN = re.compile(r"column \d+$")

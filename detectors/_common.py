@@ -16,8 +16,8 @@ from typing import Any, overload
 
 import numpy as np
 
-from autopsy.metrics import LOSS_PART, UNNAMED_COLUMN, loss_like
-from autopsy.model import Checkpoint, Event, Evidence, Run
+from autopsy.metrics import LOSS_PART, LR_PRINT_DECIMALS, UNNAMED_COLUMN, loss_like
+from autopsy.model import Checkpoint, ConfigFact, Event, Evidence, Run
 from detectors.knobs import HF_FRAMEWORKS
 
 #: metrics that are end-of-run summaries, never a training curve
@@ -188,6 +188,19 @@ def points(run: Run, metric: str) -> Series:
     if arr is None:
         return Series.empty()
     return Series(run, arr.steps, arr.values, arr.rows)
+
+
+def rounded_lr_zero(run: Run, lr: Series, below: float) -> ConfigFact | None:
+    """The fact that the log ``lr`` was read from prints its learning rate's zeros in fixed point with too few decimals
+    to tell them from an LR of ``below`` or more (``lr: 0.0000`` is any LR under 5e-5, a fine-tuning LR included:
+    Composer's console logger prints floats ``{:.4f}``), or None. Such zeros say nothing of a stalled schedule."""
+    if not len(lr):
+        return None
+    sources = {lr[0].source, lr[-1].source}
+    for f in run.config.facts(LR_PRINT_DECIMALS):
+        if f.source in sources and isinstance(f.value, int) and 0.5 * 10.0 ** -f.value > below:
+            return f
+    return None
 
 
 #: the NLL/cross-entropy range check refusing a class label (aten LossNLL.cpp's "Target 5 is out of bounds.", its CUDA

@@ -52,6 +52,7 @@ from detectors._common import (
     nonfinite_onset,
     num,
     points,
+    rounded_lr_zero,
     tensor_file,
 )
 from detectors.knobs import knob, sentence
@@ -78,6 +79,8 @@ CALIBRATED_SCALE = 1024.0
 SKIP_ALL_SHARE = 0.8
 #: learning rate exactly 0 on this many logs after the first = the scheduler never advanced
 LR_PINNED_LOGS = 3
+#: an LR printed as zero in fixed point proves the scheduler pinned only when the print resolves this
+PINNED_LR = 1e-8
 #: AdamW step count below this share of the checkpoint's global step = steps were skipped
 OPT_STEP_BEHIND = 0.9
 
@@ -396,7 +399,7 @@ def _symptoms(run: Run) -> list[tuple[Evidence, str, bool]]:
                         False))
     lr = points(run, "learning_rate")
     zeros = lr[1:].select(lr.values[1:] == 0.0)
-    if len(zeros) >= LR_PINNED_LOGS and len(zeros) >= len(lr[1:]) // 2:
+    if len(zeros) >= LR_PINNED_LOGS and rounded_lr_zero(run, lr, PINNED_LR) is None and len(zeros) >= len(lr[1:]) // 2:
         out.append((zeros[0].evidence(f"learning_rate = 0 at {len(zeros)} of {len(lr)} logs"),
                     f"the learning rate stays at 0 for {len(zeros)} logs: skipped steps never advance the scheduler", False))
     if onset is None and is_policy_gradient_run(run):

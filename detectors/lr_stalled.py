@@ -26,13 +26,23 @@ Remedies:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 import numpy as np
 
+from autopsy.metrics import LR_NAME
 from autopsy.model import Evidence, Finding, Run
-from detectors._common import config_evidence, count_of, event_evidence, fmt, num, points, truthy, value_at
+from detectors._common import (
+    config_evidence,
+    count_of,
+    event_evidence,
+    fmt,
+    num,
+    points,
+    rounded_lr_zero,
+    truthy,
+    value_at,
+)
 
 CODE = "LRZ001"
 SLUG = "lr-stalled"
@@ -62,7 +72,7 @@ UNDERFLOW_LR = 1e-20
 #: an LR group at or above this beside it is training: the tiny one is that group's schedule, not the run's end
 LIVE_LR = 1e-7
 #: any learning-rate series: the canonical one, per-group copies (``current_lr_0``, ``lr_group1``, ``lr-Adam/pg2``)
-_LR_NAME = re.compile(r"(?i)(?:^|[/_.\s-])(?:lr|learning_rate)(?:$|[/_.\s-]|\d)|^lr[-_]|current_lr")
+_LR_NAME = LR_NAME
 
 
 def _underflowed(run: Run) -> Finding | None:
@@ -172,6 +182,8 @@ def detect(run: Run) -> Iterable[Finding]:
     limit = max(NEAR_ZERO_LR, WARMUP_SHARE_TINY * peak_cfg) if peak_cfg and peak_cfg > 0 else NEAR_ZERO_LR
     if float(np.max(lr.values)) >= limit and not _warmup_never_ends(lr):
         return
+    if float(np.max(np.abs(lr.values))) == 0.0 and rounded_lr_zero(run, lr, limit) is not None:
+        return  # zeros printed in fixed point: any LR below the print's last decimal, a working one included
     loss = points(run, "loss").finite_only()
     if len(loss) >= 2:
         first = loss[0].value
@@ -231,6 +243,8 @@ def _zero_at_few_logs(run: Run, lr) -> Finding | None:
     healthy, nor this cause certain; a warmup that has started logs a positive LR."""
     if float(np.max(np.abs(lr.values))) != 0.0 or lr[0].step == lr[-1].step:
         return None
+    if rounded_lr_zero(run, lr, NEAR_ZERO_LR) is not None:
+        return None  # "0.0000": an LR below 5e-5, not a zero
     loss = points(run, "loss").finite_only()
     if len(loss) >= 2 and loss[-1].value < loss[0].value - FLAT_SHARE * abs(loss[0].value):
         return None  # the loss falls: something trains (an LR logged before the scheduler's first step)

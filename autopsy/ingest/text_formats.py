@@ -2143,6 +2143,10 @@ _HEADER_BLOCK = re.compile(rb"(?m)(?:\[epoch=(\d+)\])?\[(step|batch|ba|sample|to
 _OLMO_ROW = re.compile(rb"[ \t]{2,}([A-Za-z][\w/.\-@]{0,120})=(-?[\d,]+(?:\.\d*)?(?:[eE][-+]?\d+)?|-?nan|-?inf)[ \t]*\r?(?:\n|\Z)")
 _COMPOSER_ROW = re.compile(rb"\t (?:(Train|Eval) )?([A-Za-z][^:\r\n]{0,120}): (" + NUM + rb")[ \t]*\r?(?:\n|\Z)")
 _COMPOSER_OTHER = re.compile(rb"\t [^\r\n]{0,2000}\r?(?:\n|\Z)")
+#: Composer before 0.13 (``ConsoleLogger.log_data``): one metric a line, ``{training_progress}: {data_name}: {data_str}``
+#: (``[batch=8/5000]: lr-DecoupledAdamW/group0: 0.0000``, mosaicml/examples llm/README.md; ``[epoch=1][batch=3/10]: ...``)
+_COMPOSER_LINE = re.compile(rb"(?:\[epoch=(\d+)\])?\[(batch|ba|sample|token|step)=(\d+)(?:/(\d+))?\]: "
+                            rb"([A-Za-z][^:\r\n]{0,120}): (" + NUM + rb")[ \t]*\r?(?=\n|\Z)")
 
 
 def _block_metric(key: str, held_out: bool) -> str | None:
@@ -2199,6 +2203,29 @@ def parse_header_blocks(text: bytes, first_line: int, st: StepState, out: Collec
                 out.metric_override[name] = canon
             used.add(at)
         _mark(st, steps, used, m.start(), step, "olmo" if not m[5] else "composer")
+    _composer_lines(text, lines, st, out, steps, used)
+
+
+def _composer_lines(text: bytes, lines: Lines, st: StepState, out: Collector, steps: StepMarks, used: Used) -> None:
+    """Composer's one-metric lines, each at its progress's step (``epoch_local_step`` under an epoch), when one of the
+    chunk's is a loss (as a block needs one: a header of another tool with ``key: value`` after it stays unread)."""
+    found = list(_COMPOSER_LINE.finditer(text))
+    if not any(is_loss_like(m[5].decode("utf-8", "replace")) for m in found):
+        return
+    for m in found:
+        if m[1] is not None:
+            step = epoch_local_step(st, "composer", int(m[1]), int(m[3]), int(m[4]) if m[4] else None)
+        else:
+            step = int(m[3])
+        name = m[5].decode("utf-8", "replace").strip()
+        value = _num(m[6])
+        if value is None:
+            continue
+        out.add(step, name, value, lines.at(m.start()))
+        canon = _block_metric(name, False)
+        if canon:
+            out.metric_override[name] = canon
+        _mark(st, steps, used, m.start(), step, "composer")
 
 
 # -- GluonTS, MONAI tutorials, fastText, segmentation_models_pytorch ----------------------------------------

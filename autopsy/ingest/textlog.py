@@ -44,10 +44,11 @@ from autopsy.ingest.text_metrics import (
     line_end,
     line_spans,
     line_start,
+    newline_offsets,
     unused_letters,
 )
 from autopsy.ingest.text_stream import LINE_CAP, Chunk, iter_chunks
-from autopsy.metrics import canonical
+from autopsy.metrics import LR_NAME, LR_PRINT_DECIMALS, canonical
 
 KIND = "text_log"
 #: a line can hold a config fact only if it has one of these (skips tqdm/metric noise cheaply); \d.\d: pip/conda rows
@@ -84,6 +85,37 @@ def _ranks_for(path: Any) -> RankLines:
     return RankLines(rank, rank is None or rank == 0 or not lower_rank_sibling(path, rank))
 
 
+
+#: zero learning rates of a chunk looked at in their lines before the reader stops looking for how the LR is printed
+PRINT_ZEROS_LOOKED_AT = 8
+#: the number printed right after a key: ``lr: 0.0000``, ``'lr': 0.0``, ``LR=0.000000``, ``lr 0.00e+00``
+_AFTER_KEY = re.compile(rb"""['"]?[ \t]*[:=]?[ \t]*['"]?(-?\d[\d.]*(?:[eE][-+]?\d+)?)""")
+#: a zero printed in fixed point with two decimals or more
+_FIXED_ZERO = re.compile(rb"-?0\.(0{2,})")
+
+
+def fixed_zero_decimals(text: bytes, first_line: int, line: int, key: str) -> int | None:
+    """The decimals of the number printed after ``key`` on line ``line`` of a chunk when it is a zero in fixed point
+    (``lr: 0.0000`` -> 4), 0 when that number is something else (``0.0``, ``0e+00``, ``0.0001``), None when the line
+    does not hold ``key`` followed by a number."""
+    nl = newline_offsets(text)
+    i = line - first_line
+    if i < 0 or i > len(nl):
+        return None
+    start = 0 if i == 0 else int(nl[i - 1]) + 1
+    end = int(nl[i]) if i < len(nl) else len(text)
+    seg = text[start:min(end, start + LINE_CAP)]
+    needle = key.strip().lower().encode("utf-8", "replace")
+    low = seg.lower()  # the readers keep some keys in lower case (a loop's "LR" is read as lr): ASCII, same offsets
+    pos = low.find(needle) if needle else -1
+    while pos >= 0:
+        m = _AFTER_KEY.match(seg, pos + len(needle))
+        if m is not None:
+            z = _FIXED_ZERO.fullmatch(m[1])
+            return len(z[1]) if z is not None else 0
+        pos = low.find(needle, pos + 1)
+    return None
+
 class _TextLogReader:
     def __init__(self, source: str, builder: RunBuilder, ranks: RankLines | None = None) -> None:
         self.source, self.builder = source, builder
@@ -95,9 +127,38 @@ class _TextLogReader:
         self.tb = TracebackTracker()
         self.facts = FactScanner(self._fact)
         self.fact_bytes = 0
+        self.lr_print_open = True  # the first zero learning rate of the head not yet looked at in its line
         self.fact_follow = 0  # lines still to hand to the fact scanner after a from_pretrained(
         self.frameworks: set[str] = set()
         self.last_tb_line = -CPP_EXC_AFTER_TB - 1  # line of the last traceback event
+
+    def _lr_print(self, chunk: Chunk) -> None:
+        """How the log prints its learning rate, read at the first zero LR of its head whose line names it: in fixed
+        point with two decimals or more (``lr: 0.0000``: Composer's console logger prints every float ``{:.4f}``, loops
+        print ``f"{lr:.6f}"``) the zero is any LR below half a unit of the last decimal, and the number of decimals is
+        recorded as a fact (:data:`LR_PRINT_DECIMALS`); ``0.0`` (Python's repr of a float) or ``0.000e+00`` is a zero.
+        A zero whose line does not name its key (a table's row, a multi-line record's head) leaves it to the next."""
+        names = self.out.names
+        lr = np.array([i for i, n in enumerate(names) if LR_NAME.search(n.strip())], dtype=np.uint16)
+        if not lr.size:
+            return
+        found: list[tuple[int, str]] = []
+        for b in self.out.chunks[-1]:
+            if b.per_row:
+                rows = np.flatnonzero(np.isin(b.codes, lr) & (b.values[:, 0] == 0.0))[:PRINT_ZEROS_LOOKED_AT]
+                found += [(int(b.line[r]), names[int(b.codes[r])]) for r in rows.tolist()]
+                continue
+            for j in np.flatnonzero(np.isin(b.codes, lr)).tolist():
+                rows = np.flatnonzero(b.values[:, j] == 0.0)[:PRINT_ZEROS_LOOKED_AT]
+                found += [(int(b.line[r]), names[int(b.codes[j])]) for r in rows.tolist()]
+        for line, name in sorted(found)[:PRINT_ZEROS_LOOKED_AT]:
+            decimals = fixed_zero_decimals(chunk.text, chunk.first_line, line, name)
+            if decimals is None:
+                continue
+            self.lr_print_open = False
+            if decimals:
+                self._fact(LR_PRINT_DECIMALS, decimals, line, name)
+            return
 
     def _fact(self, key: str, value: Any, line: int, original: str) -> None:
         self.builder.fact(key, value, self.source, where=f"line {line}", original_key=original)
@@ -160,7 +221,10 @@ class _TextLogReader:
                 if got:
                     parse(text, chunk.first_line, st, self.out, steps, used)
                     break
+        before = len(self.out.chunks)
         self.out.flush()
+        if self.lr_print_open and len(self.out.chunks) > before and self.fact_bytes < FACT_SCAN_BYTES // 2:
+            self._lr_print(chunk)
         if self.out.points - self.handed >= HAND_OVER_POINTS:
             self._drain()
         trigger, present = chunk_triggers(text, letters)
