@@ -100,3 +100,52 @@ def test_a_stalled_lr_printed_in_repr_or_with_eight_decimals_is_still_a_stall(tm
         log = "".join(_composer_block(b, "11.0000", lr) for b in range(1, 8))
         a = _run_in(tmp_path, i, log)
         assert _finding(a, "LRZ001") is not None, lr
+
+
+# -- the Trainer's model card table ---------------------------------------------------------------------------------
+
+
+def _model_card_table(log_history: list[dict]) -> str:
+    """The "Training results" table transformers writes into a pushed model's README.md (the real writer)."""
+    from transformers.modelcard import make_markdown_table, parse_log_history
+
+    return make_markdown_table(parse_log_history(log_history)[1])
+
+
+def _history(evals: list[tuple[int, float, float]], train_every: int) -> list[dict]:
+    out: list[dict] = []
+    for step, eval_loss, wer in evals:
+        if step % train_every == 0:
+            out.append({"loss": round(4.0 / step ** 0.5, 4), "grad_norm": 1.0, "learning_rate": 1e-5,
+                        "epoch": step / 100, "step": step})
+        out.append({"eval_loss": eval_loss, "eval_wer": wer, "eval_runtime": 1.5, "eval_samples_per_second": 20.0,
+                    "eval_steps_per_second": 2.5, "epoch": step / 100, "step": step})
+    last = evals[-1][0]  # the Trainer's summary record, which parse_log_history reads the rows up to
+    out.append({"train_runtime": 12.5, "train_samples_per_second": 51.2, "train_steps_per_second": 3.2,
+                "total_flos": 1.0e12, "train_loss": 1.0, "epoch": last / 100, "step": last})
+    return out
+
+
+def test_the_trainers_model_card_table_is_read_at_its_steps(tmp_path: Path):
+    # evaluations every 5 steps, training logs every 10: the first row says "No log", odd rows repeat the last log
+    table = _model_card_table(_history([(5, 3.5, 48.2), (10, 1.5, 30.9), (15, 1.2, 25.9), (20, 1.1, 24.0)], 10))
+    assert "| No log" in table and "| Training Loss | Epoch | Step | Validation Loss | Wer" in table
+    a = _run_in(tmp_path, 0, "Training results\n\n" + table)
+    df = a.run.scalars
+    ev = df[df["metric"] == "eval_loss"].sort_values("step")
+    assert ev["step"].tolist() == [5, 10, 15, 20] and ev["value"].tolist() == [3.5, 1.5, 1.2, 1.1]
+    assert ev["line"].tolist() == [5, 6, 7, 8]
+    loss = df[df["metric"] == "loss"].sort_values("step")
+    assert loss["step"].tolist() == [10, 20]  # step 15 repeats step 10's log
+    assert _series(a, "eval_wer") == [48.2, 30.9, 25.9, 24.0]
+    assert "hf_trainer" in a.run.frameworks
+    assert _verdict(a) == ("healthy", "healthy")
+
+
+def test_a_model_card_whose_validation_loss_went_nan_says_where(tmp_path: Path):
+    table = _model_card_table(_history([(10, 2.0, 40.0), (20, 1.8, 35.0), (30, float("nan"), 100.0),
+                                        (40, float("nan"), 100.0)], 10))
+    a = _run_in(tmp_path, 0, table)
+    assert _verdict(a)[0] != "healthy"
+    onset = [f for f in a.diagnosis.findings if f.first_step == 30]
+    assert onset, [(f.code, f.first_step) for f in a.diagnosis.findings]

@@ -1010,6 +1010,67 @@ def _find_header(text: bytes, row_start: int) -> list[str] | None:
     return None
 
 
+# -- the Trainer's model card table ("Training results" in every README.md a Trainer pushes) --------------------------
+
+#: transformers ``modelcard.make_markdown_table`` of ``parse_log_history``: one row per evaluation, ``Training Loss``
+#: the last training log before it (``No log`` before the first), then ``Epoch``, ``Step``, ``Validation Loss`` and
+#: the evaluation's other metrics camel-cased without their ``eval_`` (``Wer``, ``Accuracy``, ``Rewards/chosen``)
+_CARD_HEAD = re.compile(rb"[ \t]*\|[ \t]*Training Loss[ \t]*\|[ \t]*Epoch[ \t]*\|[ \t]*Step[ \t]*\|([^\r\n]*)\|[ \t]*\r?(?:\n|\Z)")
+_CARD_RULE = re.compile(rb"[ \t]*\|(?:[ \t]*:?-+:?[ \t]*\|)+[ \t]*\r?(?:\n|\Z)")
+_CARD_ROW = re.compile(rb"[ \t]*\|([^\r\n]*)\|[ \t]*\r?(?:\n|\Z)")
+
+
+def parse_model_card(text: bytes, first_line: int, st: StepState, out: Collector,
+                     steps: StepMarks, used: Used) -> None:
+    """Each row at its ``Step``: the validation loss as ``eval_loss``, the other metrics as ``eval_<name>``, the
+    epoch, and the training loss where it is a new log (a row repeats the last one when the Trainer logged less often
+    than it evaluated: a repeat is the same log, not a flat loss)."""
+    if not has(text, b"Training Loss"):
+        return
+    lines = Lines(text, first_line)
+    pos = text.find(b"Training Loss")
+    while pos >= 0:
+        head = _CARD_HEAD.match(text, line_start(text, pos))
+        pos = text.find(b"Training Loss", pos + 1)
+        if head is None:
+            continue
+        extra = [" ".join(c.split()) for c in head[1].decode("utf-8", "replace").split("|")]
+        names = ["Training Loss", "Epoch", "Step", *extra]
+        at = head.end()
+        rule = _CARD_RULE.match(text, at)
+        if rule is not None:
+            at = rule.end()
+        last_train: float | None = None
+        while True:
+            row = _CARD_ROW.match(text, at)
+            if row is None:
+                break
+            cells = [c.strip() for c in row[1].decode("utf-8", "replace").split("|")]
+            at = row.end()
+            if len(cells) != len(names):
+                break
+            step = _num(cells[2])
+            if step is None or step != step or step < 0 or step != int(step):
+                break
+            step_i, line = int(step), lines.at(row.start())
+            train = _num(cells[0])  # "No log": none yet
+            if train is not None and train != last_train:  # (a NaN is never equal: each one is kept)
+                out.add(step_i, "loss", train, line)
+            if train is not None:
+                last_train = train
+            epoch = _num(cells[1])
+            if epoch is not None:
+                out.add(step_i, "epoch", epoch, line)
+            for name, raw in zip(names[3:], cells[3:]):
+                value = _num(raw)
+                if value is None or not name:
+                    continue
+                key = "eval_loss" if name == "Validation Loss" else "eval_" + name.lower().replace(" ", "_")
+                out.add(step_i, key, value, line)
+            _mark(st, steps, used, row.start(), step_i, "hf_trainer")
+        used.add(head.start())
+
+
 # -- "(Steps: N) key = value." (kan-bayashi's ParallelWaveGAN trainers and TensorFlowTTS' base_trainer) ---------
 
 #: ``logging.info(f"(Step: {self.steps}) train_{name} = {value:.4f}.")``: one metric per line, with its step
@@ -2774,6 +2835,7 @@ FORMAT_PARSERS = (
     (parse_paren_steps, (b"Step", b"step")),
     (parse_llama_recipes, (b"TrainingEpoch", b"evalppl", b"Keyavg", b"trainepochloss")),
     (parse_kv_table, (b"",)),
+    (parse_model_card, (b"TrainingLossEpochStep",)),
     (parse_pipe_table, (b"",)),
     (parse_counter_csv, (b"epoch", b"step", b"iter", b"batch", b"Epoch", b"Step", b"Iter", b"Batch")),
     (parse_columns, (b"",)),
