@@ -97,6 +97,10 @@ def _eval_nan(run: Run) -> Iterable[Finding]:
     if len(gn) and int((~gn.finite).sum()) > len(gn) // 2:
         return
     b = ev[int(np.flatnonzero(~ev.finite)[0])]
+    if bool(ev.finite[ev.steps < b.step].any()):
+        # the Trainer evaluates the same batches each time: a batch with every label masked gives NaN at the first
+        # evaluation and at each after it, never after a finite one (then the model changed: NUM001's reading)
+        return
     evidence = [b.evidence(f"eval_loss = {fmt(b.value)} at step {b.step} ({int((~ev.finite).sum())} of {len(ev)} evals)")]
     if len(train):
         evidence.append(train[-1].evidence(f"training loss finite at all {len(train)} logs (last {fmt(train[-1].value)})"))

@@ -149,3 +149,29 @@ def test_a_model_card_whose_validation_loss_went_nan_says_where(tmp_path: Path):
     assert _verdict(a)[0] != "healthy"
     onset = [f for f in a.diagnosis.findings if f.first_step == 30]
     assert onset, [(f.code, f.first_step) for f in a.diagnosis.findings]
+
+
+# -- an evaluation that turns NaN after finite ones is no masked eval batch ------------------------------------------
+
+
+def _hf_dicts(rows: list[dict]) -> str:
+    return "".join(repr(r) + "\n" for r in rows)
+
+
+def test_an_eval_loss_that_turns_nan_after_finite_evaluations_is_not_read_as_masked_batches(tmp_path: Path):
+    # generated in the HF Trainer's console format (the dicts its log() prints): the same eval set gave 1.52 and 1.31
+    # before its NaN, so no batch of it has every label masked; an eval set that has one is NaN from its first pass
+    rows = []
+    for step in range(10, 70, 10):
+        rows.append({"loss": round(2.0 - step / 100, 4), "grad_norm": 1.2, "learning_rate": 2e-05,
+                     "epoch": step / 100})
+        if step % 20 == 0:
+            rows.append({"eval_loss": {20: 1.52, 40: 1.31, 60: float("nan")}[step], "eval_runtime": 3.1,
+                         "eval_samples_per_second": 32.2, "eval_steps_per_second": 4.0, "epoch": step / 100})
+    a = _run_in(tmp_path, 0, _hf_dicts(rows))
+    assert _finding(a, "DATA002") is None and a.diagnosis.verdict.root_cause != "all_labels_masked"
+    assert _verdict(a)[0] != "healthy"
+    # the same log with the NaN at the first evaluation keeps the masked-batch reading
+    rows = [dict(r, eval_loss=float("nan")) if "eval_loss" in r else r for r in rows]
+    b = _run_in(tmp_path, 1, _hf_dicts(rows))
+    assert b.diagnosis.verdict.root_cause == "all_labels_masked"
