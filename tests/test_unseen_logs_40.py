@@ -72,6 +72,7 @@ def test_the_printed_decimals_of_a_zero():
     assert fixed_zero_decimals(lines, 1, 6, "lr") is None  # the line does not name it
     assert fixed_zero_decimals(lines, 1, 9, "lr") is None  # no such line in the chunk
     assert fixed_zero_decimals(lines, 3, 3, "lr") == 4  # numbered from the chunk's first line
+    assert fixed_zero_decimals(b"base_lr: 0.01, lr: 0.0000\n", 1, 1, "lr") == 4  # not the tail of base_lr
 
 
 def _composer_block(batch: int, loss: str, lr: str) -> str:

@@ -90,6 +90,8 @@ def _ranks_for(path: Any) -> RankLines:
 PRINT_ZEROS_LOOKED_AT = 8
 #: the number printed right after a key: ``lr: 0.0000``, ``'lr': 0.0``, ``LR=0.000000``, ``lr 0.00e+00``
 _AFTER_KEY = re.compile(rb"""['"]?[ \t]*[:=]?[ \t]*['"]?(-?\d[\d.]*(?:[eE][-+]?\d+)?)""")
+#: bytes that continue a name (a key found after one is the tail of another key)
+_KEY_BYTE = [chr(c).isalnum() or chr(c) == "_" for c in range(128)] + [False] * 128
 #: a zero printed in fixed point with two decimals or more
 _FIXED_ZERO = re.compile(rb"-?0\.(0{2,})")
 
@@ -110,7 +112,7 @@ def fixed_zero_decimals(text: bytes, first_line: int, line: int, key: str) -> in
     pos = low.find(needle) if needle else -1
     while pos >= 0:
         m = _AFTER_KEY.match(seg, pos + len(needle))
-        if m is not None:
+        if m is not None and (pos == 0 or not _KEY_BYTE[seg[pos - 1]]):  # the key itself, not base_lr's tail
             z = _FIXED_ZERO.fullmatch(m[1])
             return len(z[1]) if z is not None else 0
         pos = low.find(needle, pos + 1)
