@@ -235,9 +235,20 @@ def _opt(name: str) -> str | None:
     return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else None
 
 
+#: the options main() reads (the ones after --old, --repeat and --keep take a value)
+OPTIONS = ("--hf-only", "--old", "--repeat", "--keep", "--no-baseline", "--finish")
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         _child(sys.argv[2], sys.argv[3])
+        return
+    unknown = [a for a in sys.argv[1:] if a.startswith("-") and a not in OPTIONS]
+    if unknown:  # (--help included: a mistyped option must not start a run that writes a 1 GB log)
+        print(__doc__)
+        if unknown != ["--help"] and unknown != ["-h"]:
+            print(f"unknown option(s): {' '.join(unknown)}", file=sys.stderr)
+            sys.exit(2)
         return
     old = _opt("--old")
     repeat = int(_opt("--repeat") or 1)

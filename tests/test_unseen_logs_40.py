@@ -176,3 +176,19 @@ def test_an_eval_loss_that_turns_nan_after_finite_evaluations_is_not_read_as_mas
     rows = [dict(r, eval_loss=float("nan")) if "eval_loss" in r else r for r in rows]
     b = _run_in(tmp_path, 1, _hf_dicts(rows))
     assert b.diagnosis.verdict.root_cause == "all_labels_masked"
+
+
+def test_the_log_benchmark_refuses_an_unknown_option_before_writing_anything(tmp_path: Path):
+    # benchmarks/bench_logs.py read every argument it did not know as nothing: "--help" started the whole 1.09 GB run
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_logs.py"
+    bench = script.parent.parent / ".bench"
+    before = sorted(p.name for p in bench.iterdir()) if bench.exists() else []
+    r = subprocess.run([sys.executable, str(script), "--hf-onyl", "1000"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "unknown option(s): --hf-onyl" in r.stderr and "Run by hand" in r.stdout
+    h = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=60)
+    assert h.returncode == 0 and "--hf-only" in h.stdout
+    after = sorted(p.name for p in bench.iterdir()) if bench.exists() else []
+    assert after == before
