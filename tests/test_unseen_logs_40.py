@@ -192,3 +192,62 @@ def test_the_log_benchmark_refuses_an_unknown_option_before_writing_anything(tmp
     assert h.returncode == 0 and "--hf-only" in h.stdout
     after = sorted(p.name for p in bench.iterdir()) if bench.exists() else []
     assert after == before
+
+
+# -- the "Running training" banner: the settings a Trainer prints before its first step ----------------------------
+
+
+def test_the_trainers_running_training_banner_gives_its_settings(tmp_path: Path):
+    # the real HF Trainer's banner (Trainer._inner_training_loop's logger.info lines), captured from its logger
+    import io
+    import logging
+
+    import pytest
+
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                   num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(cfg)
+    ids = torch.randint(0, 32, (24, 8))
+    data = [{"input_ids": r, "labels": r} for r in ids]
+    args = transformers.TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=3, logging_steps=1,
+                                          per_device_train_batch_size=4, gradient_accumulation_steps=2, report_to=[],
+                                          save_strategy="no", disable_tqdm=True, use_cpu=True)
+    buf = io.StringIO()
+    handler = logging.StreamHandler(buf)
+    hf_logger = logging.getLogger("transformers")
+    level = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_info()
+    hf_logger.addHandler(handler)
+    try:
+        transformers.Trainer(model=model, args=args, train_dataset=data).train()
+    finally:
+        hf_logger.removeHandler(handler)
+        transformers.logging.set_verbosity(level)
+    log = buf.getvalue()
+    assert "***** Running training *****" in log and "Gradient Accumulation steps = 2" in log
+    a = _run_in(tmp_path, 0, log)
+    got = {k: a.run.config.get(k) for k in ("gradient_accumulation_steps", "max_steps", "per_device_train_batch_size")}
+    assert got == {"gradient_accumulation_steps": 2, "max_steps": 3, "per_device_train_batch_size": 4}
+
+
+# https://github.com/unslothai/unsloth/issues/1145 (as pasted): Unsloth's banner replaces the Trainer's, its settings in
+# " | "-separated cells
+UNSLOTH_1145 = r"""==((====))==  Unsloth - 2x faster free finetuning | Num GPUs = 1
+    \   /|    Num examples = 2,500 | Num Epochs = 1
+O^O/ \_/ \    Batch size per device = 2 | Gradient Accumulation steps = 8
+\        /    Total batch size = 16 | Total steps = 312
+ "-____-"     Number of trainable parameters = 982,515,712
+"""
+
+
+def test_unsloths_banner_gives_its_settings(tmp_path: Path):
+    a = _run_in(tmp_path, 0, UNSLOTH_1145 + "{'loss': 2.5521, 'grad_norm': 1.1, 'learning_rate': 2e-05, 'epoch': 0.01}\n")
+    cfg = a.run.config
+    assert (cfg.get("gradient_accumulation_steps"), cfg.get("per_device_train_batch_size"), cfg.get("max_steps"),
+            cfg.get("num_train_epochs")) == (8, 2, 312, 1)
+    assert cfg.fact("gradient_accumulation_steps").where == "line 3"
+    # "Total batch size = 16" and the GPU count are no setting of those names
+    assert cfg.get("max_steps") != 16

@@ -86,6 +86,18 @@ PEFT_CALL_LINES = 8
 _MMCV_FP16 = re.compile(r"\s*fp16\s*=\s*dict\(")
 _MM_EXP_AMP = re.compile(r"Exp name: (\S*?(?<![^\s:_-])amp(?:[-_]\S*)?)(?:\s|$)")
 #: a TRL trainer or config class in pasted code (``GRPOTrainer(``, ``DPOConfig(``): the kind of training
+#: the "***** Running training *****" banner of the HF Trainer (``Trainer._inner_training_loop``), of accelerate's and
+#: diffusers' example scripts and of their forks (``  Gradient Accumulation steps = 8``, ``  Total optimization steps =
+#: 1,000``: thousands commas since transformers 4.3x), after a logger's prefix or none, and Unsloth's banner that
+#: replaces it (``O^O/ \_/ \    Batch size per device = 2 | Gradient accumulation steps = 4``, ``... | Total steps =
+#: 60``): its words name the settings
+_BANNER = re.compile(r"(?:^|[\s|])(Gradient [Aa]ccumulation steps|Instantaneous(?: train)? batch size per device|"
+                     r"Batch size per device|Total optimization steps|Total steps|Num Epochs)\s*=\s*"
+                     r"(\d{1,3}(?:,\d{3})+|\d+)[ \t]*(?=\||\r?$)")
+_BANNER_KEYS = {"gradient accumulation steps": "gradient_accumulation_steps", "total optimization steps": "max_steps",
+                "total steps": "max_steps", "instantaneous batch size per device": "per_device_train_batch_size",
+                "instantaneous train batch size per device": "per_device_train_batch_size",
+                "batch size per device": "per_device_train_batch_size", "num epochs": "num_train_epochs"}
 _TRAINER_CLASS = re.compile(r"\b(GRPO|PPO|RLOO|DPO|OnlineDPO|KTO|ORPO|CPO|SFT|Reward|GKD|Nash|XPO|BCO)(?:Trainer|Config)\s*\(")
 #: a model named in an environment block or a launch line ("- Model: `google/gemma-4-E4B-it`", "--model Qwen/Qwen3-8B")
 _MODEL = re.compile(r"(?i)(?:^|[\s(])(?:[-*]\s*)?(?:model(?:_name_or_path|_id)?\s*[:=]|--model(?:_id|_name_or_path)?[\s=])"
@@ -202,6 +214,13 @@ class FactScanner:
         if "Trainer" in text or "Config" in text:
             for m in _TRAINER_CLASS.finditer(text):
                 self.emit("trainer.type", m[1].lower(), no, m[0].rstrip("( "))
+        if " = " in text and ("steps = " in text or "per device = " in text or "Num Epochs" in text):
+            found = False  # after a logger's prefix ("... - INFO - __main__ -   Num Epochs = 3"), or cells of one line
+            for m in _BANNER.finditer(text):
+                self._out(_BANNER_KEYS[m[1].lower()], int(m[2].replace(",", "")), no, m[1])
+                found = True
+            if found:
+                return
         if self._json(no, text):
             return
         for m in _ASSIGN.finditer(text):
