@@ -251,3 +251,52 @@ def test_unsloths_banner_gives_its_settings(tmp_path: Path):
     assert cfg.fact("gradient_accumulation_steps").where == "line 3"
     # "Total batch size = 16" and the GPU count are no setting of those names
     assert cfg.get("max_steps") != 16
+
+
+# -- dotted argument dumps: DeepSpeed's engine configuration and Megatron-LM's arguments ----------------------------
+
+# https://github.com/huggingface/accelerate/issues/2169 (as pasted): DeepSpeed's "DeepSpeedEngine configuration:" rows,
+# "  {arg} {'.' * (29 - len(arg))} {value}" (deepspeed/runtime/config.py DeepSpeedConfig.print)
+ACCELERATE_2169 = """[2023-11-19 15:27:06,670] [INFO] [config.py:976:print]   fp16_auto_cast ............... None
+[2023-11-19 15:27:06,670] [INFO] [config.py:976:print]   fp16_enabled ................. False
+[2023-11-19 15:27:06,670] [INFO] [config.py:976:print]   fp16_master_weights_and_gradients  False
+[2023-11-19 15:27:06,670] [INFO] [config.py:976:print]   global_rank .................. 0
+[2023-11-19 15:27:06,670] [INFO] [config.py:976:print]   grad_accum_dtype ............. None
+[2023-11-19 15:27:06,670] [INFO] [config.py:976:print]   gradient_accumulation_steps .. 1
+[2023-11-19 15:27:06,670] [INFO] [config.py:976:print]   gradient_clipping ............ 0.8
+[2023-11-19 15:27:06,670] [INFO] [config.py:976:print]   gradient_predivide_factor .... 1.0
+"""
+# https://github.com/huggingface/transformers/issues/10929 (as pasted): a name of 30 letters gets no dots
+HF_10929 = """[2021-03-27 17:02:52,849] [INFO] [config.py:741:print]   train_batch_size ............. 4
+[2021-03-27 17:02:52,849] [INFO] [config.py:741:print]   train_micro_batch_size_per_gpu  4
+[2021-03-27 17:02:52,849] [INFO] [config.py:741:print]   wall_clock_breakdown ......... False
+[2021-03-27 17:02:52,849] [INFO] [config.py:741:print]   world_size ................... 1
+[2021-03-27 17:02:52,849] [INFO] [config.py:741:print]   zero_allow_untested_optimizer  False
+"""
+
+
+def test_deepspeeds_engine_configuration_gives_its_settings(tmp_path: Path):
+    a = _run_in(tmp_path, 0, ACCELERATE_2169)
+    cfg = a.run.config
+    assert (cfg.get("fp16"), cfg.get("gradient_accumulation_steps"), cfg.get("max_grad_norm")) == (False, 1, 0.8)
+    assert cfg.fact("fp16").where == "line 2" and cfg.fact("fp16").original_key == "fp16_enabled"
+    assert "fp16_master_weights_and_gradients" not in cfg.keys() and cfg.get("deepspeed.zero_stage") is None
+    b = _run_in(tmp_path, 1, HF_10929)
+    assert b.run.config.get("per_device_train_batch_size") == 4
+    assert b.run.config.fact("per_device_train_batch_size").where == "line 2"
+
+
+def test_megatrons_argument_dump_gives_its_settings(tmp_path: Path):
+    # generated in Megatron-LM's print_args format ("  {arg} {'.' * (48 - len(arg))} {value}" between its rules),
+    # then one of its iteration lines
+    args = {"bf16": False, "clip_grad": 1.0, "fp16": True, "lr": 0.0003, "lr_warmup_iters": 2000, "micro_batch_size": 4,
+            "train_iters": 500000}
+    log = ("------------------------ arguments ------------------------\n"
+           + "".join(f"  {k} {'.' * (48 - len(k))} {v}\n" for k, v in args.items())
+           + "-------------------- end of arguments ---------------------\n")
+    a = _run_in(tmp_path, 0, log)
+    cfg = a.run.config
+    got = {k: cfg.get(k) for k in ("bf16", "max_grad_norm", "fp16", "learning_rate", "warmup_steps",
+                                   "per_device_train_batch_size", "max_steps")}
+    assert got == {"bf16": False, "max_grad_norm": 1.0, "fp16": True, "learning_rate": 0.0003, "warmup_steps": 2000,
+                   "per_device_train_batch_size": 4, "max_steps": 500000}

@@ -98,6 +98,14 @@ _BANNER_KEYS = {"gradient accumulation steps": "gradient_accumulation_steps", "t
                 "total steps": "max_steps", "instantaneous batch size per device": "per_device_train_batch_size",
                 "instantaneous train batch size per device": "per_device_train_batch_size",
                 "batch size per device": "per_device_train_batch_size", "num epochs": "num_train_epochs"}
+#: a dotted argument dump, one setting a line (``"  {} {} {}".format(arg, dots, value)``): DeepSpeed's
+#: ``DeepSpeedEngine configuration:`` (``  fp16_enabled ................. True``; dots to column 29, none for a longer
+#: name: ``  train_micro_batch_size_per_gpu  4``) and Megatron-LM's ``arguments`` (dots to column 48, ``  lr ....... 0.0003``)
+_DOTTED = re.compile(r"(?:^|\s)([a-z][a-z0-9_]{1,60}) (?:\.{1,60} | )([\w.+\-]{1,40})[ \t]*\r?$")
+#: the settings of those dumps by their own names (others through KEYMAP: gradient_accumulation_steps, fp16, ...)
+_DOTTED_KEYS = {"fp16_enabled": "fp16", "bfloat16_enabled": "bf16", "zero_optimization_stage": "deepspeed.zero_stage",
+                "train_micro_batch_size_per_gpu": "per_device_train_batch_size", "gradient_clipping": "max_grad_norm",
+                "lr": "learning_rate", "micro_batch_size": "per_device_train_batch_size", "clip_grad": "max_grad_norm"}
 _TRAINER_CLASS = re.compile(r"\b(GRPO|PPO|RLOO|DPO|OnlineDPO|KTO|ORPO|CPO|SFT|Reward|GKD|Nash|XPO|BCO)(?:Trainer|Config)\s*\(")
 #: a model named in an environment block or a launch line ("- Model: `google/gemma-4-E4B-it`", "--model Qwen/Qwen3-8B")
 _MODEL = re.compile(r"(?i)(?:^|[\s(])(?:[-*]\s*)?(?:model(?:_name_or_path|_id)?\s*[:=]|--model(?:_id|_name_or_path)?[\s=])"
@@ -220,6 +228,14 @@ class FactScanner:
                 self._out(_BANNER_KEYS[m[1].lower()], int(m[2].replace(",", "")), no, m[1])
                 found = True
             if found:
+                return
+        if " ." in text or "_per_gpu  " in text:
+            m = _DOTTED.search(text)
+            canon = (_DOTTED_KEYS.get(m[1]) or KEYMAP.get(m[1])) if m is not None else None
+            if canon is not None:
+                ok, value = parse_value(m[2])
+                if ok and value is not None:
+                    self._out(canon, value, no, m[1])
                 return
         if self._json(no, text):
             return

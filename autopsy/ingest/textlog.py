@@ -52,9 +52,11 @@ from autopsy.metrics import LR_NAME, LR_PRINT_DECIMALS, canonical
 
 KIND = "text_log"
 #: a line can hold a config fact only if it has one of these (skips tqdm/metric noise cheaply); \d.\d: pip/conda rows
-_FACT_HINT = re.compile(rb"=|: |--|NVIDIA|Tesla|GeForce|Quadro|version|\d\.\d")
+#: (`` . ``, `` .. ``, ``... ``, ``_per_gpu  ``: a dotted argument dump's rows, DeepSpeed's and Megatron's, whose
+#: names are padded with dots to a column: text_facts._DOTTED)
+_FACT_HINT = re.compile(rb"=|: |--|NVIDIA|Tesla|GeForce|Quadro|version| \. | \.\. |\.\.\. |_per_gpu  |\d\.\d")
 #: the words of _FACT_HINT (its one- and two-byte parts are found with numpy)
-_HINT_WORDS = (b"NVIDIA", b"Tesla", b"GeForce", b"Quadro", b"version")
+_HINT_WORDS = (b"NVIDIA", b"Tesla", b"GeForce", b"Quadro", b"version", b" . ", b" .. ", b"... ", b"_per_gpu  ")
 #: lines after a ``from_pretrained(`` handed to the fact scanner whatever they hold (the model id alone on its line)
 PRETRAINED_FOLLOW = 2
 #: the letters of ranks._TAG_HINTS: a chunk without them has no rank tag (a cheaper test on the letters)
