@@ -224,6 +224,28 @@ def _nothing_planned(run: Run) -> Finding | None:
 #: exceptions whose message alone names the mistake: (pattern, short label, what it means, remedies). The verdict stays ``crash``
 #: (the run died of it) but the finding says what the message means instead of "fix the exception"
 KNOWN_MESSAGES: tuple[tuple[re.Pattern[str], str, str, tuple[str, ...]], ...] = (
+    # vLLM's input check (vllm/engine/llm_engine.py _validate_model_input: f"The {prompt_type} prompt (length {n}) is
+    # longer than the maximum model length of {max_prompt_len}. {suggestion}"; the V1 engine's processor: f"Prompt length
+    # of {n} is longer than the maximum model length of {max_model_len}."), hit by GRPO/online-RL rollouts whose prompts
+    # are not truncated to the engine's length (open-r1#672, trl#3569), or whose images expand into thousands of tokens
+    (re.compile(r"(?:The (?:decoder|encoder) prompt \(length \d+\)|Prompt length of \d+) is longer than the maximum "
+                r"model length of \d+"),
+     "a prompt longer than the vLLM engine's max_model_len",
+     "a prompt handed to vLLM for generation has more tokens than the engine was started with (max_model_len): the "
+     "prompts are not truncated to that length, or a vision-language model's images expand into more tokens than "
+     "planned",
+     ("Start the engine with max_model_len >= the longest prompt + max_completion_length (TRL: vllm_max_model_length), "
+      "or truncate/filter prompts to max_prompt_length before generation.",
+      "For images, cap their resolution (max_pixels / image_max_pixels) so each image stays within a token budget.")),
+    # a library older or newer than the code: the name moved or was removed ("cannot import name
+    # 'is_torch_xla_available' from 'transformers.utils'")
+    (re.compile(r"ImportError: cannot import name '[\w.]+' from '[\w.]+'"),
+     "a library version that does not match the code",
+     "the code imports a name the installed library does not have: it was added in a newer release, or renamed or "
+     "removed in the installed one (the two packages' versions do not go together)",
+     ("Install the versions the code was written for (its requirements.txt / setup.py pins, or the release whose notes "
+      "mention the name); upgrading one package of a stack (transformers, peft, trl, accelerate) alone often breaks "
+      "another.",)),
     # failure-catalog #15 (diffusers#6442, LLaVA#363, transformers#30559)
     (re.compile(r"Attempting to unscale FP16 gradients"), "trainable weights in float16 under fp16 AMP",
      "the GradScaler of fp16 mixed precision refuses float16 gradients: the trainable parameters are stored in "

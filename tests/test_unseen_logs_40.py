@@ -300,3 +300,35 @@ def test_megatrons_argument_dump_gives_its_settings(tmp_path: Path):
                                    "per_device_train_batch_size", "max_steps")}
     assert got == {"bf16": False, "max_grad_norm": 1.0, "fp16": True, "learning_rate": 0.0003, "warmup_steps": 2000,
                    "per_device_train_batch_size": 4, "max_steps": 500000}
+
+
+# -- messages that name their mistake -----------------------------------------------------------------------------
+
+
+def _crash_of(tmp_path: Path, i: int, last: str):
+    a = _run_in(tmp_path, i, 'Traceback (most recent call last):\n  File "train.py", line 88, in <module>\n'
+                             '    trainer.train()\n' + last + "\n")
+    return a, _finding(a, "CRASH001")
+
+
+def test_a_prompt_longer_than_vllms_max_model_len_is_explained(tmp_path: Path):
+    for i, last in enumerate((
+        # https://github.com/huggingface/open-r1/issues/672 (vLLM 0.8.5 under TRL 0.18 GRPO, colocate mode)
+        "ValueError: The decoder prompt (length 3353) is longer than the maximum model length of 2560. Make sure that "
+        "max_model_len is no smaller than the number of text tokens.",
+        # https://github.com/ritzz-ai/GUI-R1/issues/32 (the V1 engine's wording, a Qwen2.5-VL GRPO run under EasyR1)
+        "ValueError: Prompt length of 4834 is longer than the maximum model length of 4096.",
+    )):
+        a, crash = _crash_of(tmp_path, i, last)
+        assert _verdict(a) == ("failed", "crash")
+        assert crash is not None and "max_model_len" in crash.title and "vllm_max_model_length" in " ".join(crash.remedies)
+
+
+def test_an_import_of_a_name_the_library_lacks_is_a_version_mismatch(tmp_path: Path):
+    # generated in the wording of CPython's ImportError for a name a module does not define ("cannot import name %R
+    # from %R (%S)", Python/ceval.c import_from), for a name of recent transformers.utils run against another release
+    a, crash = _crash_of(tmp_path, 0, "ImportError: cannot import name 'is_torch_xla_available' from 'transformers.utils' "
+                                      "(/usr/local/lib/python3.10/dist-packages/transformers/utils/__init__.py)")
+    assert crash is not None and "version" in crash.title
+    b, other = _crash_of(tmp_path, 1, "ModuleNotFoundError: No module named 'flash_attn'")
+    assert other is None or "version that does not match" not in other.title
