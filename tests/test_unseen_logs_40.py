@@ -332,3 +332,15 @@ def test_an_import_of_a_name_the_library_lacks_is_a_version_mismatch(tmp_path: P
     assert crash is not None and "version" in crash.title
     b, other = _crash_of(tmp_path, 1, "ModuleNotFoundError: No module named 'flash_attn'")
     assert other is None or "version that does not match" not in other.title
+
+
+def test_a_short_name_without_dots_is_no_dump_row():
+    # DeepSpeed pads names shorter than 29 letters with dots and Megatron shorter than 48: "lr  0.001" at the end of a
+    # line holding a " ." elsewhere is prose or a metric, not a setting
+    from autopsy.ingest.text_facts import FactScanner
+
+    got: list = []
+    scan = FactScanner(lambda key, value, line, original: got.append((key, value)))
+    scan.line(1, "step 10 . loss 2.0 lr  0.001")
+    scan.line(2, "  lr ....................................... 0.0003")
+    assert got == [("learning_rate", 0.0003)]

@@ -100,8 +100,9 @@ _BANNER_KEYS = {"gradient accumulation steps": "gradient_accumulation_steps", "t
                 "batch size per device": "per_device_train_batch_size", "num epochs": "num_train_epochs"}
 #: a dotted argument dump, one setting a line (``"  {} {} {}".format(arg, dots, value)``): DeepSpeed's
 #: ``DeepSpeedEngine configuration:`` (``  fp16_enabled ................. True``; dots to column 29, none for a longer
-#: name: ``  train_micro_batch_size_per_gpu  4``) and Megatron-LM's ``arguments`` (dots to column 48, ``  lr ....... 0.0003``)
-_DOTTED = re.compile(r"(?:^|\s)([a-z][a-z0-9_]{1,60}) (?:\.{1,60} | )([\w.+\-]{1,40})[ \t]*\r?$")
+#: name of 29 letters or more: ``  train_micro_batch_size_per_gpu  4``) and Megatron-LM's ``arguments`` (dots to column 48,
+#: ``  lr ....... 0.0003``); a shorter name always has its dots, so "lr  0.001" at a line's end is no row
+_DOTTED = re.compile(r"(?:^|\s)([a-z][a-z0-9_]{1,60}) (?:\.{1,60} |(?<=[a-z0-9_]{29} ) )([\w.+\-]{1,40})[ \t]*\r?$")
 #: the settings of those dumps by their own names (others through KEYMAP: gradient_accumulation_steps, fp16, ...)
 _DOTTED_KEYS = {"fp16_enabled": "fp16", "bfloat16_enabled": "bf16", "zero_optimization_stage": "deepspeed.zero_stage",
                 "train_micro_batch_size_per_gpu": "per_device_train_batch_size", "gradient_clipping": "max_grad_norm",
