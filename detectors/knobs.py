@@ -194,12 +194,22 @@ def family(run: Any) -> str:
         return "hf"
     config = getattr(run, "config", None)
     fact = getattr(config, "fact", None)
-    if fact is not None and any(fact(k) is not None for k in _HF_KEYS):
+    if fact is not None and any(_own_name(fact(k), k) for k in _HF_KEYS):
         return "hf"
     for name, labels in _FAMILIES:
         if fws.intersection(labels):
             return name
     return ""
+
+
+def _own_name(f: Any, key: str) -> bool:
+    """A fact set under TrainingArguments' own name (a config, an args dump), not mapped from another tool's
+    (DeepSpeed's train_micro_batch_size_per_gpu / gradient_clipping, Megatron's micro_batch_size / clip_grad, a
+    banner's "Instantaneous batch size per device"): only the former says the run is an HF one."""
+    if f is None:
+        return False
+    original = getattr(f, "original_key", None)
+    return original is None or str(original).lower().lstrip("-").split(".")[-1] == key
 
 
 def knob(run: Any, what: str) -> str:

@@ -300,6 +300,15 @@ def test_megatrons_argument_dump_gives_its_settings(tmp_path: Path):
                                    "per_device_train_batch_size", "max_steps")}
     assert got == {"bf16": False, "max_grad_norm": 1.0, "fp16": True, "learning_rate": 0.0003, "warmup_steps": 2000,
                    "per_device_train_batch_size": 4, "max_steps": 500000}
+    # its micro_batch_size and clip_grad stand in for TrainingArguments' names, but the run stays a Megatron one: its
+    # remedies name Megatron's flags, not the HF Trainer's
+    from detectors.knobs import family
+
+    b = _run_in(tmp_path, 1, log + " iteration       10/  500000 | consumed samples:         2560 | elapsed time per "
+                                   "iteration (ms): 900.1 | learning rate: 1.500E-06 | global batch size:   256 | lm loss: "
+                                   "1.083367E+01 | loss scale: 262144.0 | grad norm: 3.461 | number of skipped iterations:"
+                                   "  14 | number of nan iterations:   0 |\n")
+    assert "megatron" in b.run.frameworks and family(b.run) == "megatron"
 
 
 # -- messages that name their mistake -----------------------------------------------------------------------------
