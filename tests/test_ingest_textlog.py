@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -190,11 +191,9 @@ def test_hf4_bare_nan_with_bars_eval_and_summary(tmp_path: Path) -> None:
     assert series(run, "train_loss") == [(4, 1.5)] and series(run, "train_runtime") == [(4, 12.5)]
 
 
-@pytest.mark.slow
-def test_real_tiny_hf_trainer_stdout(tmp_path: Path) -> None:
-    import contextlib
-    import io
-
+def tiny_llama_and_data() -> tuple[Any, Any, Any, list[dict[str, Any]]]:
+    """(transformers, torch, a one-layer Llama over 32 tokens built after seeding, 24 rows of 8 random ids that are their
+    own labels) for tests that run the real Trainer on the CPU; skips where torch or transformers is missing."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     cfg = transformers.LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
@@ -202,7 +201,15 @@ def test_real_tiny_hf_trainer_stdout(tmp_path: Path) -> None:
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(cfg)
     ids = torch.randint(0, 32, (24, 8))
-    data = [{"input_ids": r, "labels": r} for r in ids]
+    return transformers, torch, model, [{"input_ids": r, "labels": r} for r in ids]
+
+
+@pytest.mark.slow
+def test_real_tiny_hf_trainer_stdout(tmp_path: Path) -> None:
+    import contextlib
+    import io
+
+    transformers, _torch, model, data = tiny_llama_and_data()
     args = transformers.TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=6, logging_steps=2,
                                           per_device_train_batch_size=4, report_to=[], save_strategy="no",
                                           disable_tqdm=False, use_cpu=True, learning_rate=1e-3)

@@ -202,16 +202,9 @@ def test_the_trainers_running_training_banner_gives_its_settings(tmp_path: Path)
     import io
     import logging
 
-    import pytest
+    from tests.test_ingest_textlog import tiny_llama_and_data
 
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    cfg = transformers.LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                   num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32)
-    torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(cfg)
-    ids = torch.randint(0, 32, (24, 8))
-    data = [{"input_ids": r, "labels": r} for r in ids]
+    transformers, _torch, model, data = tiny_llama_and_data()
     args = transformers.TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=3, logging_steps=1,
                                           per_device_train_batch_size=4, gradient_accumulation_steps=2, report_to=[],
                                           save_strategy="no", disable_tqdm=True, use_cpu=True)
