@@ -346,3 +346,45 @@ def test_a_short_name_without_dots_is_no_dump_row():
     scan.line(1, "step 10 . loss 2.0 lr  0.001")
     scan.line(2, "  lr ....................................... 0.0003")
     assert got == [("learning_rate", 0.0003)]
+
+
+def test_lightnings_precision_line_gives_the_precision(tmp_path: Path):
+    # the real Lightning Trainer's line (accelerator_connector: "Using bfloat16 Automatic Mixed Precision (AMP)" for
+    # precision="bf16-mixed"), captured from its logger on a two-step CPU fit; then the 16-mixed form and PL 1.x's
+    import io
+    import logging
+
+    import pytest
+
+    torch = pytest.importorskip("torch")
+    L = pytest.importorskip("lightning.pytorch")
+
+    class Module(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch, batch_idx):
+            return self.layer(batch).pow(2).mean()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    buf = io.StringIO()
+    handler = logging.StreamHandler(buf)
+    pl_logger = logging.getLogger("lightning.pytorch")
+    pl_logger.addHandler(handler)
+    try:
+        trainer = L.Trainer(default_root_dir=str(tmp_path / "pl"), max_steps=2, accelerator="cpu", precision="bf16-mixed",
+                            logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+        trainer.fit(Module(), torch.utils.data.DataLoader(torch.randn(8, 4), batch_size=4))
+    finally:
+        pl_logger.removeHandler(handler)
+    log = buf.getvalue()
+    assert "Using bfloat16 Automatic Mixed Precision (AMP)" in log
+    a = _run_in(tmp_path, 0, log)
+    assert a.run.config.get("bf16") is True and a.run.config.get("fp16") is None
+    for i, line in enumerate(("Using 16bit Automatic Mixed Precision (AMP)", "Using 16bit native Automatic Mixed Precision (AMP)",
+                              "Using native 16bit precision."), start=1):
+        b = _run_in(tmp_path, i, line + "\nGPU available: True (cuda), used: True\n")
+        assert b.run.config.get("fp16") is True, line

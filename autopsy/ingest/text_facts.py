@@ -107,6 +107,10 @@ _DOTTED = re.compile(r"(?:^|\s)([a-z][a-z0-9_]{1,60}) (?:\.{1,60} |(?<=[a-z0-9_]
 _DOTTED_KEYS = {"fp16_enabled": "fp16", "bfloat16_enabled": "bf16", "zero_optimization_stage": "deepspeed.zero_stage",
                 "train_micro_batch_size_per_gpu": "per_device_train_batch_size", "gradient_clipping": "max_grad_norm",
                 "lr": "learning_rate", "micro_batch_size": "per_device_train_batch_size", "clip_grad": "max_grad_norm"}
+#: PyTorch Lightning's precision line (lightning/pytorch/trainer/connectors/accelerator_connector.py: f"Using {'16bit' if
+#: self._precision_flag == '16-mixed' else 'bfloat16'} Automatic Mixed Precision (AMP)"; 1.6-1.9 "Using 16bit native
+#: Automatic Mixed Precision (AMP)", 1.2-1.5 "Using native 16bit precision.")
+_LIGHTNING_AMP = re.compile(r"\bUsing (?:(16bit|bfloat16) (?:native )?Automatic Mixed Precision \(AMP\)|native (16bit) precision)")
 _TRAINER_CLASS = re.compile(r"\b(GRPO|PPO|RLOO|DPO|OnlineDPO|KTO|ORPO|CPO|SFT|Reward|GKD|Nash|XPO|BCO)(?:Trainer|Config)\s*\(")
 #: a model named in an environment block or a launch line ("- Model: `google/gemma-4-E4B-it`", "--model Qwen/Qwen3-8B")
 _MODEL = re.compile(r"(?i)(?:^|[\s(])(?:[-*]\s*)?(?:model(?:_name_or_path|_id)?\s*[:=]|--model(?:_id|_name_or_path)?[\s=])"
@@ -193,6 +197,10 @@ class FactScanner:
             # experimental.set_policy; TF logs "Mixed precision compatibility check (mixed_float16): OK"): float16
             # compute with a LossScaleOptimizer; 'mixed_bfloat16' computes in bfloat16
             self.emit("fp16" if "mixed_float16" in text else "bf16", True, no, "Keras mixed precision policy")
+        if "Precision (AMP)" in text or "16bit precision" in text:
+            m = _LIGHTNING_AMP.search(text)
+            if m is not None:
+                self.emit("bf16" if m[1] == "bfloat16" else "fp16", True, no, m[0])
         if "Fp16 Grad Scale:" in text:
             # InsightFace arcface_torch's progress line prints its torch.cuda.amp.GradScaler's scale only under fp16
             self.emit("fp16", True, no, "Fp16 Grad Scale")

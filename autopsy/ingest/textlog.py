@@ -54,9 +54,12 @@ KIND = "text_log"
 #: a line can hold a config fact only if it has one of these (skips tqdm/metric noise cheaply); \d.\d: pip/conda rows
 #: (`` . ``, `` .. ``, ``... ``, ``_per_gpu  ``: a dotted argument dump's rows, DeepSpeed's and Megatron's, whose
 #: names are padded with dots to a column: text_facts._DOTTED)
-_FACT_HINT = re.compile(rb"=|: |--|NVIDIA|Tesla|GeForce|Quadro|version| \. | \.\. |\.\.\. |_per_gpu  |\d\.\d")
+#: (``Precision (AMP)``, ``16bit precision``: Lightning's precision line, text_facts._LIGHTNING_AMP)
+_FACT_HINT = re.compile(rb"=|: |--|NVIDIA|Tesla|GeForce|Quadro|version| \. | \.\. |\.\.\. |_per_gpu  |"
+                        rb"Precision \(AMP\)|16bit precision|\d\.\d")
 #: the words of _FACT_HINT (its one- and two-byte parts are found with numpy)
-_HINT_WORDS = (b"NVIDIA", b"Tesla", b"GeForce", b"Quadro", b"version", b" . ", b" .. ", b"... ", b"_per_gpu  ")
+_HINT_WORDS = (b"NVIDIA", b"Tesla", b"GeForce", b"Quadro", b"version", b" . ", b" .. ", b"... ", b"_per_gpu  ",
+               b"Precision (AMP)", b"16bit precision")
 #: lines after a ``from_pretrained(`` handed to the fact scanner whatever they hold (the model id alone on its line)
 PRETRAINED_FOLLOW = 2
 #: the letters of ranks._TAG_HINTS: a chunk without them has no rank tag (a cheaper test on the letters)
