@@ -388,3 +388,18 @@ def test_lightnings_precision_line_gives_the_precision(tmp_path: Path):
                               "Using native 16bit precision."), start=1):
         b = _run_in(tmp_path, i, line + "\nGPU available: True (cuda), used: True\n")
         assert b.run.config.get("fp16") is True, line
+
+
+def test_accelerates_state_gives_the_mixed_precision(tmp_path: Path):
+    # the real AcceleratorState repr, as accelerate's and diffusers' example scripts log it (logger.info(accelerator.state))
+    import pytest
+
+    accelerate = pytest.importorskip("accelerate")
+    state = repr(accelerate.Accelerator(cpu=True, mixed_precision="bf16").state)
+    assert "Mixed precision type: bf16" in state
+    a = _run_in(tmp_path, 0, "11/29/2026 10:00:00 - INFO - __main__ - " + state)
+    assert a.run.config.get("bf16") is True and a.run.config.get("fp16") is None
+    b = _run_in(tmp_path, 1, state.replace("type: bf16", "type: fp16"))
+    assert b.run.config.get("fp16") is True
+    c = _run_in(tmp_path, 2, state.replace("type: bf16", "type: no"))
+    assert c.run.config.get("fp16") is None and c.run.config.get("bf16") is None

@@ -111,6 +111,9 @@ _DOTTED_KEYS = {"fp16_enabled": "fp16", "bfloat16_enabled": "bf16", "zero_optimi
 #: self._precision_flag == '16-mixed' else 'bfloat16'} Automatic Mixed Precision (AMP)"; 1.6-1.9 "Using 16bit native
 #: Automatic Mixed Precision (AMP)", 1.2-1.5 "Using native 16bit precision.")
 _LIGHTNING_AMP = re.compile(r"\bUsing (?:(16bit|bfloat16) (?:native )?Automatic Mixed Precision \(AMP\)|native (16bit) precision)")
+#: accelerate's ``AcceleratorState.__repr__`` (printed by the example scripts and diffusers' trainers:
+#: ``logger.info(accelerator.state)``): ``Mixed precision type: fp16`` / ``bf16`` / ``no``
+_ACCEL_PRECISION = re.compile(r"\bMixed precision type: (\w+)")
 _TRAINER_CLASS = re.compile(r"\b(GRPO|PPO|RLOO|DPO|OnlineDPO|KTO|ORPO|CPO|SFT|Reward|GKD|Nash|XPO|BCO)(?:Trainer|Config)\s*\(")
 #: a model named in an environment block or a launch line ("- Model: `google/gemma-4-E4B-it`", "--model Qwen/Qwen3-8B")
 _MODEL = re.compile(r"(?i)(?:^|[\s(])(?:[-*]\s*)?(?:model(?:_name_or_path|_id)?\s*[:=]|--model(?:_id|_name_or_path)?[\s=])"
@@ -197,6 +200,10 @@ class FactScanner:
             # experimental.set_policy; TF logs "Mixed precision compatibility check (mixed_float16): OK"): float16
             # compute with a LossScaleOptimizer; 'mixed_bfloat16' computes in bfloat16
             self.emit("fp16" if "mixed_float16" in text else "bf16", True, no, "Keras mixed precision policy")
+        if "Mixed precision type: " in text:
+            m = _ACCEL_PRECISION.search(text)
+            if m is not None:
+                self._out("precision", m[1], no, "Mixed precision type")
         if "Precision (AMP)" in text or "16bit precision" in text:
             m = _LIGHTNING_AMP.search(text)
             if m is not None:
