@@ -403,3 +403,13 @@ def test_accelerates_state_gives_the_mixed_precision(tmp_path: Path):
     assert b.run.config.get("fp16") is True
     c = _run_in(tmp_path, 2, state.replace("type: bf16", "type: no"))
     assert c.run.config.get("fp16") is None and c.run.config.get("bf16") is None
+
+
+def test_llama_factorys_compute_dtype_gives_the_precision(tmp_path: Path):
+    # generated in LLaMA-Factory's start-up summary (hparams/parser.py get_train_args' logger.info, behind its logger's
+    # prefix): torch.float16 is fp16=True, torch.bfloat16 bf16 (or pure_bf16), None neither
+    head = "[INFO|2025-05-16 10:00:00] llamafactory.hparams.parser:406 >> Process rank: 0, world size: 1, device: cuda:0, "
+    for i, (dtype, want) in enumerate((("torch.float16", "fp16"), ("torch.bfloat16", "bf16"), ("None", None))):
+        a = _run_in(tmp_path, i, head + f"distributed training: False, compute dtype: {dtype}\n")
+        got = [k for k in ("fp16", "bf16") if a.run.config.get(k) is True]
+        assert got == ([want] if want else []), dtype

@@ -114,6 +114,10 @@ _LIGHTNING_AMP = re.compile(r"\bUsing (?:(16bit|bfloat16) (?:native )?Automatic 
 #: accelerate's ``AcceleratorState.__repr__`` (printed by the example scripts and diffusers' trainers:
 #: ``logger.info(accelerator.state)``): ``Mixed precision type: fp16`` / ``bf16`` / ``no``
 _ACCEL_PRECISION = re.compile(r"\bMixed precision type: (\w+)")
+#: LLaMA-Factory's start-up summary (hparams/parser.py get_train_args: "Process rank: 0, world size: 1, device: cuda:0,
+#: distributed training: False, compute dtype: torch.float16"): torch.bfloat16 when bf16 or pure_bf16, torch.float16 when
+#: fp16, None otherwise
+_LF_COMPUTE = re.compile(r"\bcompute dtype: torch\.(float16|bfloat16)\b")
 _TRAINER_CLASS = re.compile(r"\b(GRPO|PPO|RLOO|DPO|OnlineDPO|KTO|ORPO|CPO|SFT|Reward|GKD|Nash|XPO|BCO)(?:Trainer|Config)\s*\(")
 #: a model named in an environment block or a launch line ("- Model: `google/gemma-4-E4B-it`", "--model Qwen/Qwen3-8B")
 _MODEL = re.compile(r"(?i)(?:^|[\s(])(?:[-*]\s*)?(?:model(?:_name_or_path|_id)?\s*[:=]|--model(?:_id|_name_or_path)?[\s=])"
@@ -200,6 +204,10 @@ class FactScanner:
             # experimental.set_policy; TF logs "Mixed precision compatibility check (mixed_float16): OK"): float16
             # compute with a LossScaleOptimizer; 'mixed_bfloat16' computes in bfloat16
             self.emit("fp16" if "mixed_float16" in text else "bf16", True, no, "Keras mixed precision policy")
+        if "compute dtype: torch." in text:
+            m = _LF_COMPUTE.search(text)
+            if m is not None:
+                self.emit("fp16" if m[1] == "float16" else "bf16", True, no, "compute dtype")
         if "Mixed precision type: " in text:
             m = _ACCEL_PRECISION.search(text)
             if m is not None:
