@@ -395,7 +395,14 @@ def test_accelerates_state_gives_the_mixed_precision(tmp_path: Path):
     import pytest
 
     accelerate = pytest.importorskip("accelerate")
-    state = repr(accelerate.Accelerator(cpu=True, mixed_precision="bf16").state)
+    from accelerate.state import AcceleratorState
+
+    # the state is a process-wide singleton another test (a Trainer run) may have set: start from a fresh one, leave none
+    AcceleratorState._reset_state(reset_partial_state=True)
+    try:
+        state = repr(accelerate.Accelerator(cpu=True, mixed_precision="bf16").state)
+    finally:
+        AcceleratorState._reset_state(reset_partial_state=True)
     assert "Mixed precision type: bf16" in state
     a = _run_in(tmp_path, 0, "11/29/2026 10:00:00 - INFO - __main__ - " + state)
     assert a.run.config.get("bf16") is True and a.run.config.get("fp16") is None
