@@ -190,6 +190,11 @@ def points(run: Run, metric: str) -> Series:
     return Series(run, arr.steps, arr.values, arr.rows)
 
 
+def printed_zero_bound(decimals: int) -> float:
+    """What a zero printed in fixed point with ``decimals`` decimals says of the value: below half a unit of the last."""
+    return 0.5 * 10.0 ** -decimals
+
+
 def rounded_lr_zero(run: Run, lr: Series, below: float) -> ConfigFact | None:
     """The fact that the log ``lr`` was read from prints its learning rate's zeros in fixed point with too few decimals
     to tell them from an LR of ``below`` or more (``lr: 0.0000`` is any LR under 5e-5, a fine-tuning LR included:
@@ -198,7 +203,7 @@ def rounded_lr_zero(run: Run, lr: Series, below: float) -> ConfigFact | None:
         return None
     sources = {lr[0].source, lr[-1].source}
     for f in run.config.facts(LR_PRINT_DECIMALS):
-        if f.source in sources and isinstance(f.value, int) and 0.5 * 10.0 ** -f.value > below:
+        if f.source in sources and isinstance(f.value, int) and printed_zero_bound(f.value) > below:
             return f
     return None
 

@@ -399,7 +399,7 @@ def _symptoms(run: Run) -> list[tuple[Evidence, str, bool]]:
                         False))
     lr = points(run, "learning_rate")
     zeros = lr[1:].select(lr.values[1:] == 0.0)
-    if len(zeros) >= LR_PINNED_LOGS and rounded_lr_zero(run, lr, PINNED_LR) is None and len(zeros) >= len(lr[1:]) // 2:
+    if len(zeros) >= LR_PINNED_LOGS and len(zeros) >= len(lr[1:]) // 2 and rounded_lr_zero(run, lr, PINNED_LR) is None:
         out.append((zeros[0].evidence(f"learning_rate = 0 at {len(zeros)} of {len(lr)} logs"),
                     f"the learning rate stays at 0 for {len(zeros)} logs: skipped steps never advance the scheduler", False))
     if onset is None and is_policy_gradient_run(run):

@@ -71,15 +71,13 @@ SKIPPED_SHARE = 0.5
 UNDERFLOW_LR = 1e-20
 #: an LR group at or above this beside it is training: the tiny one is that group's schedule, not the run's end
 LIVE_LR = 1e-7
-#: any learning-rate series: the canonical one, per-group copies (``current_lr_0``, ``lr_group1``, ``lr-Adam/pg2``)
-_LR_NAME = LR_NAME
 
 
 def _underflowed(run: Run) -> Finding | None:
     """A learning rate decayed to a positive value below ``UNDERFLOW_LR`` at two logs or more, or at one log while
     another LR series of the same step is live. A schedule that ends at its last step sits at exactly 0 (or at a
     float residue at that one step), so one tiny value alone is not enough."""
-    names = [m for m in run.metrics() if _LR_NAME.search(m.strip())]
+    names = [m for m in run.metrics() if LR_NAME.search(m.strip())]
     series = {m: points(run, m).finite_only() for m in names}
     for m, pts in series.items():
         tiny = np.flatnonzero((pts.values > 0) & (pts.values < UNDERFLOW_LR))

@@ -47,6 +47,7 @@ from detectors._common import (
     nonfinite_onset,
     onset_at,
     points,
+    printed_zero_bound,
     robust_level,
     rose_before,
     rounded_lr_zero,
@@ -201,7 +202,7 @@ def differential(run: Run, onset: Onset, at_start: bool) -> tuple[list[str], lis
         rounded = rounded_lr_zero(run, lr, TINY_LR) if lr_at.value == 0.0 else None
         if rounded is not None:
             said["lr"] = (f"lr printed as 0 with {rounded.value} decimals at step {lr_at.step}: below "
-                          f"{fmt(0.5 * 10.0 ** -rounded.value)}, which the log does not resolve")
+                          f"{fmt(printed_zero_bound(rounded.value))}, which the log does not resolve")
         elif lr_at.value < TINY_LR:
             score["lr"] = 0.0
             said["lr"] = f"lr {fmt(lr_at.value)} at step {lr_at.step} is too small to blow the weights up"

@@ -90,7 +90,6 @@ def _ranks_for(path: Any) -> RankLines:
     return RankLines(rank, rank is None or rank == 0 or not lower_rank_sibling(path, rank))
 
 
-
 #: zero learning rates of a chunk looked at in their lines before the reader stops looking for how the LR is printed
 PRINT_ZEROS_LOOKED_AT = 8
 #: the number printed right after a key: ``lr: 0.0000``, ``'lr': 0.0``, ``LR=0.000000``, ``lr 0.00e+00``
@@ -122,6 +121,7 @@ def fixed_zero_decimals(text: bytes, first_line: int, line: int, key: str) -> in
             return len(z[1]) if z is not None else 0
         pos = low.find(needle, pos + 1)
     return None
+
 
 class _TextLogReader:
     def __init__(self, source: str, builder: RunBuilder, ranks: RankLines | None = None) -> None:
