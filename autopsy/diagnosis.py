@@ -427,7 +427,29 @@ def _healthy_evidence(run: Run | None) -> str:
                          f"(steps {steps[0]}-{steps[-1]}), all finite" if len(vals) == len(steps)
                          else f"{name} {vals[0]:.4g} -> {vals[-1]:.4g} over {len(steps)} logged points")
     if run.checkpoints:
-        bad = sum(1 for c in run.checkpoints if c.nonfinite_tensors)
-        n = len(run.checkpoints)
-        parts.append(f"{n} checkpoint(s), " + ("all weights finite" if not bad else f"{bad} with non-finite tensors"))
+        parts.append(_checkpoints_evidence(run))
     return (" " + "; ".join(parts) + ".") if parts else ""
+
+
+def _checkpoints_evidence(run: Run) -> str:
+    """The checkpoints in a healthy verdict's headline: whether the weights and optimizer state are finite (what
+    CKPT001 checks); a non-finite value elsewhere (Lightning's ModelCheckpoint keeps ``kth_value = inf`` until
+    it has a k-th best score, schedulers and callbacks keep their own scalars) is named as such, not as damage."""
+    from autopsy.checkpoints.analysis import optimizer_tensors, weight_tensors
+
+    n, bad, other = len(run.checkpoints), 0, []
+    for c in run.checkpoints:
+        nonfinite = c.nonfinite_tensors
+        if not nonfinite:
+            continue
+        state = {id(t) for _, t in [*weight_tensors(c, ordered=False), *optimizer_tensors(c)] if t.nonfinite}
+        if state:
+            bad += 1
+        other += [t for t in nonfinite if id(t) not in state]
+    text = f"{n} checkpoint(s), " + ("all weights finite" if not bad else f"{bad} with non-finite weights or optimizer state")
+    if other:
+        t = other[0]
+        kinds = "+Inf" if t.posinf and not (t.nan or t.neginf) else "-Inf" if t.neginf and not (t.nan or t.posinf) else "NaN/Inf"
+        name = t.name if len(t.name) <= 80 else t.name[:36] + "..." + t.name[-41:]  # the leaf names the value
+        text += f" (non-finite only in other saved state, e.g. callbacks or schedulers: {len(other)} tensor(s), {name} = {kinds})"
+    return text

@@ -309,3 +309,17 @@ def test_caller_errors_raised_in_libraries_are_not_framework_bugs(tmp_path: Path
     log.write_text(f'Traceback (most recent call last):\n  File "/usr/lib/python3.10/{frame}", line 10, in f\n    x()\n{exc}\n')
     dx = _verdict(log)
     assert not [f for f in dx.findings if f.code == "CRASH001" and f.root_cause == "framework_bug"]
+
+
+def test_healthy_headline_counts_weights_not_callback_state(copy_fixture):
+    """The real Lightning checkpoint (examples/lightning: Trainer.fit with the default ModelCheckpoint) stores
+    ``kth_value = inf`` in its callback state, as Lightning does until a k-th best score exists. The run is
+    healthy and its headline says the weights are finite, naming that tensor as other saved state; it used
+    to read "1 with non-finite tensors", which contradicts a healthy verdict."""
+    import autopsy
+
+    a = autopsy.analyze(copy_fixture("examples/lightning"))
+    v = a.diagnosis.verdict
+    assert v.status == "healthy"
+    assert "1 checkpoint(s), all weights finite (non-finite only in other saved state" in v.headline
+    assert "kth_value = +Inf" in v.headline and "with non-finite tensors" not in v.headline
