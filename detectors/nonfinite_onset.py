@@ -83,8 +83,9 @@ def detect(run: Run) -> Iterable[Finding]:
     shape = "hidden as loss 0.0 by logging_nan_inf_filter" if onset.hidden_zero else (
         "then finite again (particular batches)" if onset.recovered and not onset.persistent else
         "then finite and non-finite in turn, non-finite at the last log" if onset.recovered else "and it stays non-finite")
-    remedies = [f"Fix the cause named by the other findings, then {resume}." if resume else
-                f"Fix the cause named by the other findings, then resume from the last checkpoint saved before {at}.",
+    # the cause may be another finding's or, when none names one, the suspect a rerun confirms (the remedies above)
+    then = resume if resume else f"resume from the last checkpoint saved before {at}"
+    remedies = [f"Fix the cause (the one another finding names, else the suspect a rerun confirms), then {then}.",
                 ("Guard the loop: skip batches with a non-finite loss or stop (check torch.isfinite(loss) before backward) "
                 "so NaN never reaches the weights.")]
     first = _from_first_log(run, onset.step)

@@ -27,7 +27,7 @@ def _moot(a, f, cause: str) -> None:
     from the report, its other advice stays."""
     assert a.diagnosis.verdict.root_cause == cause and f.explained_by == cause
     assert not _suspects(f) and not any("if no other finding names the cause" in r for r in f.remedies)
-    assert any(r.startswith("Fix the cause named by the other findings") for r in f.remedies)
+    assert any(r.startswith("Fix the cause (the one another finding names") for r in f.remedies)
 
 
 # https://github.com/PaddlePaddle/PaddleDetection/issues/5337 (ppdet's logger as pasted; SSDLite on CPU, batch 4)
@@ -46,7 +46,7 @@ def test_an_unexplained_nan_lists_the_suspects_with_the_numbers_that_order_them(
     assert len(sus) == 3
     assert "learning rate too high" in sus[0] and "lr 8.5e-05 at step 20; still rising (warmup)" in sus[0]
     assert "nothing read says which precision" in sus[1]
-    assert "Fix the cause named by the other findings" in f.remedies[len(sus)]  # the suspects come first
+    assert "Fix the cause (the one another finding names, else the suspect a rerun confirms)" in f.remedies[len(sus)]  # the suspects come first
     lr_rows = [e for e in f.evidence if e.detail.startswith("learning_rate 8.5e-05 at step 20")]
     assert lr_rows and lr_rows[0].where.endswith("2"), [e.where for e in f.evidence]  # line 2 of log.txt
 
