@@ -48,9 +48,12 @@ GROWTH = 3.0
 
 
 def detect(run: Run) -> Iterable[Finding]:
-    for rec in run.flight_records:
-        onset = rec.get("onset")
-        if onset:
+    onsets = [(rec, rec["onset"]) for rec in run.flight_records if rec.get("onset")]
+    # under DeepSpeed ZeRO each rank sees its own gradient fragments: a rank that stopped or skipped for another
+    # rank's non-finite fragment ("other_rank") adds nothing where that rank's own record is there
+    own = {ev.get("step") for _, ev in onsets if not ev.get("other_rank")}
+    for rec, onset in onsets:
+        if not (onset.get("other_rank") and onset.get("step") in own):
             yield _finding(rec, onset)
 
 
@@ -92,6 +95,10 @@ def _finding(rec: dict[str, Any], ev: dict[str, Any]) -> Finding:
         if first_model and first_model != param:
             message += f", so the first bad parameter in model order ({first_model}) is not where it started"
         message += "." if "backward-order" in how else f" (located by {how})."
+    elif ev.get("other_rank"):
+        title = f"Non-finite gradient on another rank at step {step}"
+        message = (f"This rank's gradient fragments were finite at step {step}, another rank's were not (DeepSpeed ZeRO "
+                   "partitions the gradients); that rank's record (record.rank<N>.jsonl) says where it started.")
     else:
         title = f"Non-finite {what} at step {step}"
         message = f"The {what} went non-finite at step {step}; the recorder could not localise it ({how or 'no data'})."

@@ -14,8 +14,9 @@ _ID_KEYS = ("id", "ids", "idx", "index", "sample_id", "sample_ids", "sample_idx"
 _ID_KEY_SET = frozenset(_ID_KEYS)
 
 
-def save_batch(directory: Path, step: int, batch: Any, calls: list[Any]) -> dict[str, Any]:
-    """The offending batch as safetensors (token ids, masks, labels; every micro-batch)."""
+def save_batch(directory: Path, step: int, batch: Any, calls: list[Any], rank: int = 0) -> dict[str, Any]:
+    """The offending batch as safetensors (token ids, masks, labels; every micro-batch). Each rank saves its own
+    batch: rank N > 0 to ``batch-stepS.rankN.safetensors`` (ranks that stop together never write one file)."""
     tensors: dict[str, Any] = {}
     sources = [batch] if len(calls) <= 1 else [(c.kwargs or list(c.args)) for c in calls]
     for k, src in enumerate(sources):
@@ -31,7 +32,7 @@ def save_batch(directory: Path, step: int, batch: Any, calls: list[Any]) -> dict
         out["sup_per_row"] = sup
     if not tensors:
         return out
-    name = f"batch-step{step:07d}.safetensors"
+    name = f"batch-step{step:07d}" + (f".rank{rank}" if rank else "") + ".safetensors"
     try:
         from safetensors.torch import save_file
 

@@ -28,6 +28,7 @@ from autopsy.record.deep import DeepHooks, per_module
 from autopsy.record.format import FORMAT, RECORD_DIR, RECORD_FILE, VERSION
 from autopsy.record.replay import Call, replay_forward, rng_state
 from autopsy.record.writer import RecordWriter
+from autopsy.record.zero import ZERO3, agree, local_grads, local_weight, numel, zero_kind, zero_local_grads
 
 ACTIONS = ("record", "skip", "stop")
 #: steps kept in memory and dumped on the first non-finite step
@@ -81,7 +82,7 @@ class Core:
                  early_norms: bool = False) -> None:
         check_action(on_nonfinite)
         self.dir = Path(output_dir) / RECORD_DIR
-        rank = int(os.environ.get("RANK", "0") or 0)
+        self.rank = rank = int(os.environ.get("RANK", "0") or 0)
         self.path = self.dir / (RECORD_FILE if rank == 0 else f"record.rank{rank}.jsonl")
         self.framework, self.on_nonfinite, self.deep = framework, on_nonfinite, deep
         self.update_every, self.save_batch, self.replay = update_every, save_batch, replay
@@ -117,6 +118,10 @@ class Core:
         self._gpos: list[int] = []  # each parameter's group index
         self._all: list[int] = []  # every parameter's index (the usual "present" list)
         self._gpos_cache: dict[tuple[int, ...], list[int]] = {}
+        #: DeepSpeed ZeRO keeps the gradients (zero.py): None, "zero" (stages 1-2) or "zero3"; looked for
+        #: at attach and, when DeepSpeed wraps the model after that, once more at the first step without grads
+        self._zero: str | None = None
+        self._zero_looked = False
 
     # -- set-up ------------------------------------------------------------------------------
     def attach(self, model: Any) -> None:
@@ -136,6 +141,7 @@ class Core:
             gidx.append(index.setdefault(g, len(index)))
         self.groups = list(index)
         self._gpos, self._all, self._gpos_cache = gidx, list(range(len(self.params))), {}
+        self._zero = zero_kind(self.params)
         self._hook_calls([model])
         self._hook_children()
         self._order_hooks = [p.register_post_accumulate_grad_hook(self._order_hook(i))
@@ -153,10 +159,12 @@ class Core:
                   "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "mode": "deep" if self.deep else "cheap",
                   "on_nonfinite": self.on_nonfinite, "model": type(model).__name__, "params": len(self.params),
-                  "numel": int(sum(p.numel() for p in self.params)), "groups": self.groups,
+                  "numel": sum(numel(p) for p in self.params), "groups": self.groups,
                   "torch": torch.__version__, "ring": self.ring.maxlen, "update_every": self.update_every}
         if self.deep:
             header["modules"] = self.modules
+        if self._zero:
+            header["grads"] = f"deepspeed-{self._zero}: norms of this rank's gradient fragments"
         self.write(header)
 
     def _hook_calls(self, modules: list[Any], into: list[Any] | None = None) -> None:
@@ -280,6 +288,11 @@ class Core:
         grads = [p.grad for p in self.params]
         present = self._all
         if any(g is None for g in grads):
+            if self._zero is None and not self._zero_looked:
+                self._zero_looked = True
+                self._zero = zero_kind(self.params)
+            if self._zero:
+                grads = local_grads(self.params, grads, self._zero)
             present = [i for i, g in enumerate(grads) if g is not None]
             if not present:
                 return None
@@ -356,6 +369,11 @@ class Core:
                 entry["scale"] = float(scaler.get_scale())
             except Exception:  # noqa: BLE001 - a scaler without get_scale: no scale recorded
                 pass
+        elif self.overflow_is_normal and getattr(optimizer, "dynamic_loss_scale", False) is True:
+            try:  # DeepSpeed's ZeRO optimizers: loss_scale is a property over their loss scaler
+                entry["scale"] = float(optimizer.loss_scale)
+            except Exception:  # noqa: BLE001
+                pass
         if got is not None:
             pnorms = got[0] if host_norms else values[:len(got[0])]
             gsq = [0.0] * len(self.groups)
@@ -384,6 +402,11 @@ class Core:
         self.ring.append(ring_entry)
         bad_grad = got is not None and not math.isfinite(gnorm)
         bad_loss = loss_v is not None and not math.isfinite(loss_v)
+        if self._zero and agree(bad_grad or bad_loss, self.params[0].device) and not (bad_grad or bad_loss):
+            # another rank's gradient fragment was non-finite: this rank skips or stops with it (and, under
+            # ZeRO-3, replays with it: the replayed forward gathers parameters, a collective every rank joins)
+            bad_grad = True
+            entry["other_rank"] = 1
         if bad_grad or bad_loss:
             entry["nf"] = 1
         self.defer(entry)
@@ -417,7 +440,7 @@ class Core:
             at, snap, idx = self._snap
             self._snap = None
             with torch.no_grad():
-                cur = [self.params[i].reshape(-1)[:UPDATE_SAMPLE].float() for i in idx]
+                cur = [local_weight(self.params[i]).reshape(-1)[:UPDATE_SAMPLE].float() for i in idx]
                 d = torch._foreach_norm(torch._foreach_sub(cur, snap))
                 w = torch._foreach_norm(snap)
             vals = _host_values([*d, *w])
@@ -431,9 +454,10 @@ class Core:
             total = math.sqrt(sum(dsq) / max(sum(wsq), 1e-30))
             self.defer({"t": "update", "step": at, "ratio": _r(total), "g": [_r(v) for v in ratios]})
         if step % self.update_every == 0 or step == 1:
-            idx = [i for i, p in enumerate(self.params) if p.is_contiguous()]
+            local = [local_weight(p) for p in self.params]
+            idx = [i for i, w in enumerate(local) if w.is_contiguous() and w.numel()]
             with torch.no_grad():
-                self._snap = (step, [self.params[i].reshape(-1)[:UPDATE_SAMPLE].to(torch.float32, copy=True)
+                self._snap = (step, [local[i].reshape(-1)[:UPDATE_SAMPLE].to(torch.float32, copy=True)
                                      for i in idx], idx)
 
     # -- the non-finite step ---------------------------------------------------------------------
@@ -443,10 +467,12 @@ class Core:
         first = self.nonfinite_steps == 1
         event: dict[str, Any] = {"t": "nonfinite", "step": step, "what": "loss" if bad_loss else "grad",
                                  "loss": entry.get("loss"), "gn": _rn(entry.get("gn"))}
+        if entry.get("other_rank"):
+            event["other_rank"] = 1  # this rank's fragments were finite: the owner's record says where it started
         if self.nonfinite_steps <= MAX_LOCALISE:
             event.update(self._localise(pnorms, present, bad_loss, ring_entry))
             if self.save_batch:
-                event.update(save_batch(self.dir, step, batch, self._calls))
+                event.update(save_batch(self.dir, step, batch, self._calls, self.rank))
         if first:
             n = len(self.modules) if self.deep else None
             self.write({"t": "ring", "step": step, "steps": [_rounded(e, n) for e in self.ring]})
@@ -465,6 +491,8 @@ class Core:
         weights nor the optimizer state take this step (zeroing would still move them by momentum)."""
         for p in self.params:
             p.grad = None
+        if self._zero:  # DeepSpeed's own buffers: zeroed, so an engine.step() after it applies no gradient
+            zero_local_grads(self.params, self._zero)
         if optimizer is not None:
             for g in getattr(optimizer, "param_groups", []):
                 for p in g.get("params", []):
@@ -614,6 +642,19 @@ def _host_values(parts: list[Any], cpu: bool | None = None) -> list[float]:
         return torch.stack([t.to(dev) for t in parts]).float().tolist()
 
 
+def _save_weights(model: Any, path: Path, metadata: dict[str, str]) -> None:
+    """``safetensors.torch.save_model``; where it refuses views into a larger storage (DeepSpeed ZeRO-1/2 keep
+    the weights as views of one flat buffer: "None is covering the entire storage"), each tensor is copied out
+    first (tied weights are then written once per name)."""
+    from safetensors.torch import save_file, save_model
+
+    try:
+        save_model(model, str(path), metadata=metadata)
+    except RuntimeError:
+        state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+        save_file(state, str(path), metadata=metadata)
+
+
 def _lr(optimizer: Any) -> float | None:
     try:
         lr = optimizer.param_groups[0]["lr"]
@@ -665,8 +706,9 @@ class Recorder:
         if self.core.model is None:
             raise ValueError("Recorder.step needs the model (pass model= here or to Recorder())")
         self._step = step if step is not None else self._step + 1
-        if scaler is not None:
-            self.core.overflow_is_normal = True  # a GradScaler skips inf-gradient steps itself
+        if scaler is not None or getattr(optimizer, "dynamic_loss_scale", False) is True:
+            # a GradScaler, or DeepSpeed's fp16 optimizer with a dynamic loss scale, skips inf-gradient steps itself
+            self.core.overflow_is_normal = True
         ok = self.core.pre_step(self._step, loss=loss, optimizer=optimizer, batch=batch, scaler=scaler)
         if self.core.stopped and not self._saved:
             self._saved = True
@@ -674,12 +716,22 @@ class Recorder:
         return ok
 
     def _save_clean(self) -> None:
+        """The weights as they were before the non-finite step (it was not taken), written by rank 0 only; under
+        ZeRO-3 every rank first gathers the parameters with the others (each holds a slice; the placeholders are empty)."""
         target = self.core.dir / "last-clean"
         try:
-            from safetensors.torch import save_model
+            import contextlib
 
-            target.mkdir(parents=True, exist_ok=True)
-            save_model(self.core.model, str(target / "model.safetensors"), metadata={"step": str(self._step - 1)})
+            gather: Any = contextlib.nullcontext()
+            if self.core._zero == ZERO3:
+                import deepspeed
+
+                gather = deepspeed.zero.GatheredParameters(list(self.core.model.parameters()), modifier_rank=None)
+            with gather:
+                if self.core.rank != 0:
+                    return
+                target.mkdir(parents=True, exist_ok=True)
+                _save_weights(self.core.model, target / "model.safetensors", {"step": str(self._step - 1)})
             self.core.checkpoint(self._step - 1, f"{RECORD_DIR}/last-clean/model.safetensors", "stop")
         except Exception as exc:  # noqa: BLE001
             self.core.write({"t": "checkpoint", "step": self._step - 1, "error": f"{type(exc).__name__}: {exc}"[:300]})
