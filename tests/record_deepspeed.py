@@ -41,6 +41,7 @@ def main() -> None:
     ap.add_argument("--element-nan", default=None, metavar="PARAM",
                     help="instead of the plant: one NaN element in PARAM's gradient, on rank --nan-rank only")
     ap.add_argument("--nan-rank", type=int, default=1)
+    ap.add_argument("--hf", action="store_true", help="the HF Trainer with deepspeed=... and AutopsyCallback instead")
     a = ap.parse_args()
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
     if "RANK" not in os.environ:  # one rank; several: the test sets RANK, WORLD_SIZE, MASTER_PORT per process
@@ -54,6 +55,8 @@ def main() -> None:
     from autopsy.record import Recorder
     from autopsy.record.core import _save_weights
 
+    if a.hf:
+        return _hf(a)
     deepspeed.init_distributed(dist_backend="gloo")
     model = tiny_llama()
     plant = Plant(model.model.layers[2].mlp, 0 if a.element_nan else 4, a.direction)
@@ -95,6 +98,33 @@ def main() -> None:
     (out / ("result.json" if rank == 0 else f"result.rank{rank}.json")).write_text(json.dumps({
         "stage": a.stage, "taken": taken, "optimizer": type(optimizer).__name__,
         "ds_norms": {k: (None if v is None else float(v)) for k, v in norms.items()}}))
+
+
+def _hf(a: argparse.Namespace) -> None:
+    """The HF Trainer (accelerate drives DeepSpeed: engine.backward and engine.step inside accelerator.backward)
+    with the recorder's callback; OUT/result.json holds the Trainer's own logged grad_norm per step."""
+    from record_plants import Plant, collate, tiny_llama, token_rows
+    from transformers import Trainer, TrainerCallback, TrainingArguments
+
+    from autopsy.record import AutopsyCallback
+
+    model = tiny_llama()
+    plant = Plant(model.model.layers[2].mlp, 4, a.direction)
+
+    class StepOfPlant(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):  # noqa: ANN001, ANN201, ARG002
+            plant.current = state.global_step + 1
+
+    ds = {"train_micro_batch_size_per_gpu": "auto", "train_batch_size": "auto", "gradient_accumulation_steps": "auto",
+          "gradient_clipping": "auto", "zero_optimization": {"stage": a.stage}}
+    args = TrainingArguments(output_dir=a.out, max_steps=a.steps, per_device_train_batch_size=4, learning_rate=1e-3,
+                             logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, max_grad_norm=1.0, seed=0,
+                             deepspeed=ds)
+    trainer = Trainer(model=model, args=args, train_dataset=token_rows(4 * a.steps), data_collator=collate,
+                      callbacks=[StepOfPlant(), AutopsyCallback(on_nonfinite=a.action)])
+    trainer.train()
+    logged = {h["step"]: h["grad_norm"] for h in trainer.state.log_history if "grad_norm" in h}
+    (Path(a.out) / "result.json").write_text(json.dumps({"stage": a.stage, "hf_norms": logged}))
 
 
 if __name__ == "__main__":

@@ -105,3 +105,19 @@ def test_two_ranks_stop_together_when_one_fragment_is_nan(tmp_path):
     assert all_finite(tmp_path / "autopsy-record" / "last-clean" / "model.safetensors")
     found = [f for f in analyze(tmp_path).diagnosis.findings if f.code == "REC001"]
     assert len(found) == 1 and "model.layers.2.mlp.down_proj.weight" in found[0].title
+
+
+def test_hf_trainer_with_deepspeed_guard(tmp_path):
+    """Guard (passes before and after the ZeRO reading): with the HF Trainer, accelerate runs engine.backward and
+    engine.step in one call, and the callback takes the norms when backward ends, while ``param.grad`` still
+    holds them; they equal the Trainer's own logged grad_norm, and the planted NaN gradient is named."""
+    r = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--hf", "--stage", "2", "--action", "skip"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    hf = json.loads((tmp_path / "result.json").read_text())["hf_norms"]
+    rec = read_record(tmp_path / "autopsy-record" / "record.jsonl")
+    steps = {s["step"]: s for s in rec.steps}
+    for k in range(1, STEP):
+        assert math.isclose(steps[k]["gn"], hf[str(k)], rel_tol=2e-3), (k, steps[k]["gn"], hf)
+    assert rec.onset["step"] == STEP and rec.onset["group"] == GROUP and rec.onset["direction"] == "backward"
+    assert not math.isfinite(hf[str(STEP)])  # DeepSpeed's own norm of that step: its overflow check skipped it
