@@ -49,7 +49,7 @@ GROWTH = 3.0
 
 def detect(run: Run) -> Iterable[Finding]:
     onsets = [(rec, rec["onset"]) for rec in run.flight_records if rec.get("onset")]
-    # under DeepSpeed ZeRO each rank sees its own gradient fragments: a rank that stopped or skipped for another
+    # under DeepSpeed ZeRO or FSDP each rank sees its own gradient shards: a rank that stopped or skipped for another
     # rank's non-finite fragment ("other_rank") adds nothing where that rank's own record is there
     own = {ev.get("step") for _, ev in onsets if not ev.get("other_rank")}
     for rec, onset in onsets:
@@ -97,8 +97,8 @@ def _finding(rec: dict[str, Any], ev: dict[str, Any]) -> Finding:
         message += "." if "backward-order" in how else f" (located by {how})."
     elif ev.get("other_rank"):
         title = f"Non-finite gradient on another rank at step {step}"
-        message = (f"This rank's gradient fragments were finite at step {step}, another rank's were not (DeepSpeed ZeRO "
-                   "partitions the gradients); that rank's record (record.rank<N>.jsonl) says where it started.")
+        message = (f"This rank's gradient fragments were finite at step {step}, another rank's were not (DeepSpeed ZeRO and "
+                   "FSDP shard the gradients); that rank's record (record.rank<N>.jsonl) says where it started.")
     else:
         title = f"Non-finite {what} at step {step}"
         message = f"The {what} went non-finite at step {step}; the recorder could not localise it ({how or 'no data'})."

@@ -28,7 +28,7 @@ from autopsy.record.deep import DeepHooks, per_module
 from autopsy.record.format import FORMAT, RECORD_DIR, RECORD_FILE, VERSION
 from autopsy.record.replay import Call, replay_forward, rng_state
 from autopsy.record.writer import RecordWriter
-from autopsy.record.zero import ZERO3, agree, local_grads, local_weight, numel, zero_kind, zero_local_grads
+from autopsy.record.zero import ZERO3, agree, local_grads, local_weight, numel, sharded, zero_kind, zero_local_grads
 
 ACTIONS = ("record", "skip", "stop")
 #: steps kept in memory and dumped on the first non-finite step
@@ -122,6 +122,8 @@ class Core:
         #: at attach and, when DeepSpeed wraps the model after that, once more at the first step without grads
         self._zero: str | None = None
         self._zero_looked = False
+        #: the ranks hold different parts of the gradients (ZeRO, FSDP): they agree on a non-finite step
+        self._sharded = False
 
     # -- set-up ------------------------------------------------------------------------------
     def attach(self, model: Any) -> None:
@@ -142,6 +144,7 @@ class Core:
         self.groups = list(index)
         self._gpos, self._all, self._gpos_cache = gidx, list(range(len(self.params))), {}
         self._zero = zero_kind(self.params)
+        self._sharded = sharded(model, self.params)
         self._hook_calls([model])
         self._hook_children()
         self._order_hooks = [p.register_post_accumulate_grad_hook(self._order_hook(i))
@@ -291,6 +294,7 @@ class Core:
             if self._zero is None and not self._zero_looked:
                 self._zero_looked = True
                 self._zero = zero_kind(self.params)
+                self._sharded = self._sharded or bool(self._zero)
             if self._zero:
                 grads = local_grads(self.params, grads, self._zero)
             present = [i for i, g in enumerate(grads) if g is not None]
@@ -402,9 +406,9 @@ class Core:
         self.ring.append(ring_entry)
         bad_grad = got is not None and not math.isfinite(gnorm)
         bad_loss = loss_v is not None and not math.isfinite(loss_v)
-        if self._zero and agree(bad_grad or bad_loss, self.params[0].device) and not (bad_grad or bad_loss):
-            # another rank's gradient fragment was non-finite: this rank skips or stops with it (and, under
-            # ZeRO-3, replays with it: the replayed forward gathers parameters, a collective every rank joins)
+        if self._sharded and agree(bad_grad or bad_loss, self.params[0].device) and not (bad_grad or bad_loss):
+            # another rank's gradient shard was non-finite: this rank skips or stops with it (and, under ZeRO-3 or
+            # FSDP, replays with it: the replayed forward gathers parameters, a collective every rank joins)
             bad_grad = True
             entry["other_rank"] = 1
         if bad_grad or bad_loss:

@@ -94,6 +94,18 @@ def numel(p: Any) -> int:
     return int(n) if n is not None else int(p.numel())
 
 
+def sharded(model: Any, params: list[Any]) -> bool:
+    """Whether each rank holds only part of the gradients, so that the ranks may see different ones: DeepSpeed ZeRO
+    (``zero_kind``), FSDP2 (``fully_shard``: the parameters are DTensors) or FSDP1 (a FullyShardedDataParallel
+    wrapper). There the ranks agree on a non-finite step (``agree``), and all of them replay its forward pass
+    (which gathers the shards: a collective). Under DDP every rank holds the same all-reduced gradients."""
+    if zero_kind(params):
+        return True
+    if any(type(p).__name__ == "DTensor" or type(getattr(p, "data", None)).__name__ == "DTensor" for p in params[:64]):
+        return True
+    return any(type(m).__name__ == "FullyShardedDataParallel" for m in model.modules())
+
+
 def agree(bad: bool, device: Any) -> bool:
     """Whether any rank saw a non-finite step (one all-reduce of a flag when several ranks run), so all
     ranks skip or stop together. On one rank, or without torch.distributed, ``bad`` itself."""
