@@ -59,7 +59,34 @@ REFS = ["https://github.com/huggingface/transformers/issues/20082", "https://git
 def detect(run: Run) -> Iterable[Finding]:
     yield from _nonfinite(run)
     yield from _empty(run)
+    yield from _zero3_partitioned(run)
     yield from _all_zero(run)
+
+
+def _zero3_partitioned(run: Run) -> Iterable[Finding]:
+    """A DeepSpeed ZeRO-3 checkpoint as DeepSpeed writes it: [0]-shaped placeholders in the model states (by design)
+    and the weights as fp32 partitions in every rank's optimizer state file. Not damage, but nothing loads it as a
+    model: said as information, with the way to the weights (the HF Trainer warns "Saving the full checkpoint
+    instead, use zero_to_fp32.py to recover weights" when stage3_gather_16bit_weights_on_model_save is off)."""
+    rows = [r for r in (run.checkpoint_analysis or {}).get("zero3_partitioned") or [] if isinstance(r, dict)]
+    if not rows:
+        return
+    first = rows[0]
+    yield Finding(
+        code=CODE, name=SLUG, root_cause=None, severity="info", confidence=0.9,
+        title=f"DeepSpeed ZeRO-3 checkpoint{'s' if len(rows) > 1 else ''}: the weights are in the optimizer partitions",
+        message=(f"{ck_label(first.get('checkpoint'))}" + (f" and {len(rows) - 1} more" if len(rows) > 1 else "")
+                 + f" hold{'s' if len(rows) == 1 else ''} the module's {first.get('n')} parameters as [0]-shaped placeholders, "
+                 "as ZeRO-3 saves them, and the weights as fp32 partitions in each rank's optimizer state file: the "
+                 "checkpoint is whole for resuming, but no model loader reads it as weights."),
+        first_step=ck_step(run, first.get("step")),
+        evidence=[Evidence(str(r.get("checkpoint")), "checkpoint", f"{ck_label(r.get('checkpoint'))}: {r.get('n')} "
+                           "placeholders of shape [0]; fp32 partitions in every rank's optimizer state file",
+                           ck_step(run, r.get("step"))) for r in rows[:3]],
+        remedies=["Rebuild the weights with the checkpoint's zero_to_fp32.py (python zero_to_fp32.py <checkpoint> <out>), "
+                  "or save gathered weights next time (DeepSpeed `stage3_gather_16bit_weights_on_model_save: true`)."],
+        references=["https://github.com/huggingface/transformers/issues/20082"], basis="direct",
+    )
 
 
 def _bad_state(c: Checkpoint) -> list[tuple[str, TensorStat]]:
@@ -107,9 +134,14 @@ def _empty(run: Run) -> Iterable[Finding]:
     evidence: list[Evidence] = []
     step: int | None = None
     n_empty = 0
+    from autopsy.checkpoints.analysis import zero3_partitions_saved
+
     for c in _in_save_order(run):
+        # a ZeRO-3 checkpoint written by DeepSpeed keeps its module's placeholders empty by design when each rank's
+        # optimizer state file holds the fp32 partitions (zero_to_fp32.py rebuilds the weights): not damage
+        whole = c.deepspeed is not None and zero3_partitions_saved(c)
         empty = [(f.path, t) for f in c.files for t in f.tensors if t.numel == 0 and 0 in t.shape
-                 and t.dtype in FLOAT_DTYPES]
+                 and t.dtype in FLOAT_DTYPES and not (whole and f.path.endswith("_model_states.pt"))]
         if empty and len(empty) * 2 >= sum(1 for f in c.files for t in f.tensors if t.dtype in FLOAT_DTYPES):
             path, t = empty[0]
             n_empty += len(empty)

@@ -126,6 +126,23 @@ def _needs_sort(ck: Checkpoint) -> bool:
     return not ordered or sources > 1
 
 
+#: the fp32 weights of a ZeRO-3 checkpoint: each data-parallel rank's optimizer state file holds its partitions
+#: under these names (``optimizer_state_dict.fp32_flat_groups.<i>``; zero_to_fp32.py reads ``fp32_flat_groups``)
+ZERO3_FP32_PARTITIONS = "optimizer_state_dict.fp32_flat_groups."
+
+
+def zero3_partitions_saved(ck: Checkpoint) -> bool:
+    """Whether a ZeRO-3 checkpoint whose model states hold [0]-shaped placeholders is whole anyway: DeepSpeed's own
+    ``save_checkpoint`` (the HF Trainer's, without ``stage3_gather_16bit_weights_on_model_save``) writes the module
+    with partitioned parameters, which are empty placeholders by design, and keeps the weights as fp32 partitions in
+    one optimizer state file per data-parallel rank (``zero_to_fp32.py`` assembles them). Whole when every rank's
+    file is there (``dp_world_size`` of the model states) and each holds non-empty partitions."""
+    optim = [f for f in ck.files if role_of(f.path.rsplit("/", 1)[-1]) == "deepspeed_optim"]
+    world = (ck.deepspeed or {}).get("dp_world_size") or 1
+    return len(optim) >= world and all(
+        any(t.name.startswith(ZERO3_FP32_PARTITIONS) and t.numel > 0 for t in f.tensors) for f in optim)
+
+
 def optimizer_tensors(ck: Checkpoint) -> list[tuple[str, TensorStat]]:
     out = []
     for f in ck.files:
@@ -183,7 +200,9 @@ def analyze(checkpoints: list[Checkpoint]) -> dict[str, Any]:
     out["scaler"] = next(({"checkpoint": c.path, "step": c.step, **c.scaler} for c in reversed(cks) if c.scaler), None)
     out["zero3_empty"] = [{"checkpoint": c.path, "step": c.step, "n": c.deepspeed["n_zero3_empty"],
                            "tensors": c.deepspeed["zero3_empty"][:20]}
-                          for c in cks if c.deepspeed and c.deepspeed.get("n_zero3_empty")]
+                          for c in cks if c.deepspeed and c.deepspeed.get("n_zero3_empty") and not zero3_partitions_saved(c)]
+    out["zero3_partitioned"] = [{"checkpoint": c.path, "step": c.step, "n": c.deepspeed["n_zero3_empty"]}
+                                for c in cks if c.deepspeed and c.deepspeed.get("n_zero3_empty") and zero3_partitions_saved(c)]
     near, cast = [], []
     for c in cks:
         risky = [(p, t) for p, t in weights[c.path] if (t.max_abs or 0) > FP16_MAX or (t.dtype == "F16" and (
