@@ -74,6 +74,20 @@ def _chance_classes(value: float, tol: float = CHANCE_TOL) -> int | None:
     return next(k for k in ks if abs(value - math.log(k)) <= near + 1e-3)
 
 
+def _vocab_chance(run: Run, value: float) -> int | None:
+    """The vocabulary size V of a token language model whose loss ``value`` is ln(V) (within ``CHANCE_TOL``): a mean
+    token cross-entropy of exactly ln(V) is what constant logits give, every token predicted with probability 1/V.
+    The vocabulary is the run's own ``vocab_size`` (config.json, the trainer's settings); None without one."""
+    from detectors._common import is_token_lm_run
+    from detectors._facts import fact_number
+
+    vocab = fact_number(run, "vocab_size")
+    if vocab is None or vocab[0] <= MAX_CLASSES or not is_token_lm_run(run):
+        return None
+    v = int(vocab[0])
+    return v if abs(value - math.log(v)) <= CHANCE_TOL else None
+
+
 #: a loss at chance level from the run's start: this many logs at least, each within this fraction of ln(K)
 MIN_CHANCE_START_LOGS = 5
 CHANCE_START_REL = 5e-3
@@ -280,7 +294,7 @@ def detect(run: Run) -> Iterable[Finding]:
         stuck, n = loss, len(loss)
     if _resolution(values) > tol:
         return  # printed too coarsely to tell a plateau from a slow descent
-    k = early if early is not None else _chance_classes(last)
+    k = early if early is not None else (_chance_classes(last) or _vocab_chance(run, last))
     identical = bool(np.all(stuck.values == stuck.values[0]))
     if k is None and not (identical and n >= MIN_IDENTICAL_LOGS):
         return
@@ -293,7 +307,13 @@ def detect(run: Run) -> Iterable[Finding]:
     if early is not None and spread > 0:  # a band around ln(K), not one value: say so
         shown = f"between {float(stuck.values.min()):.6g} and {float(stuck.values.max()):.6g}"
         where = f"at every one of the {n} logs from step {first.step} to step {end.step} (ln({k}) = {math.log(k):.4f})"
-    if k is not None:
+    vocab = k is not None and k > MAX_CLASSES and k not in COMMON_CLASSES  # a token LM's vocabulary (_vocab_chance)
+    if vocab:
+        title = f"The loss is stuck at ln(vocab_size {k}) = {math.log(k):.4f}: {shown} {where}"
+        what = (f"the cross-entropy of constant logits, every one of the {k} tokens of the vocabulary predicted with "
+                f"probability 1/{k}: the output no longer depends on the input (an output layer or final norm at zero, "
+                "hidden states that died), whatever the learning rate")
+    elif k is not None:
         title = f"The loss is stuck at chance level: {shown}{'' if early is not None and spread > 0 else f' = ln({k})'} {where}"
         what = (f"the cross-entropy of predicting every one of {k} classes with probability 1/{k}: the model outputs a "
                 "uniform distribution and has learned nothing")
