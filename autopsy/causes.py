@@ -34,6 +34,7 @@ SYMPTOMS: dict[str, str] = {
     "loss_spike": "isolated loss spikes far above the run's level after warmup",
     "loss_oscillation": "the loss (or validation loss) keeps swinging 3x up and down instead of descending",
     "eval_collapse": "the evaluation loss is many times the training loss and its accuracy near zero while training fits",
+    "eval_rise": "the evaluation loss rose well above its best and stayed there while the training loss kept falling",
     "grad_norm_growth": "the gradient norm grew by orders of magnitude",
     "lr_near_zero": "the learning rate stayed near zero for the whole run",
     "loss_flat": "the loss never moved from its starting value",

@@ -133,8 +133,10 @@ def diagnose(findings: list[Finding], outcomes: list[DetectorOutcome], run: Run 
         alternatives = _alternatives(causes, None)
     elif not serious:
         headline = "No failure found in the artifacts read." + _healthy_evidence(run)
-        if any(f.severity == "warning" for f in ordered):
-            headline += " Some warnings are worth a look."
+        warnings = [f for f in ordered if f.severity == "warning"]
+        if warnings:  # the first one named (an overfitting run reads as sound training, and is)
+            more = len(warnings) - 1
+            headline += f" Worth a look: {warnings[0].title}" + (f" (and {more} more warning{'s' * (more > 1)})" if more else "") + "."
         verdict = Verdict("healthy", "healthy", _healthy_confidence(ordered, run), headline)
         alternatives = _alternatives(causes, None)
     elif strong:

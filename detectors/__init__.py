@@ -28,6 +28,7 @@ from detectors import (  # config/event detectors
     nan_in_data,
     nonfinite_onset,
     nonfinite_origin,
+    overfitting,
     overflow_then_zero,
     padding_free,
     pretrained_not_loaded,
@@ -64,6 +65,7 @@ ALL: list[ModuleType] = [
     loss_shape,
     pretrained_not_loaded,
     error_rate_pinned,
+    overfitting,
 ]
 
 

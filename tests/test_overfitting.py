@@ -1,0 +1,63 @@
+"""FIT001 on real HF Trainer runs (tiny Llama built in code, CPU): a model trained 60 epochs on 24 rows memorises them,
+its evaluation loss (32 other rows of the same generator) rising from its best while the training loss falls to
+~0.08; the same model trained 3 epochs on 400 rows, whose evaluation loss falls, is left alone. The warning keeps the
+verdict healthy (the training is sound) and is named in its headline, with the checkpoint nearest the best evaluation."""
+
+from __future__ import annotations
+
+import torch
+
+from autopsy.pipeline import analyze
+
+V = 500
+
+
+def _rows(n: int, seed: int) -> list[dict[str, list[int]]]:
+    """A weakly learnable language: each token is 7x the previous one plus noise in [0, 40), mod V."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        x = [int(torch.randint(0, V, (1,), generator=g))]
+        for _ in range(23):
+            x.append((x[-1] * 7 + int(torch.randint(0, 40, (1,), generator=g))) % V)
+        out.append({"input_ids": x, "labels": x})
+    return out
+
+
+def _train(out, n_train: int, epochs: int) -> list[dict]:
+    from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=V, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
+                                         tie_word_embeddings=False))
+    steps = n_train * epochs // 8
+    args = TrainingArguments(output_dir=str(out), num_train_epochs=epochs, per_device_train_batch_size=8,
+                             learning_rate=3e-3, logging_steps=5, eval_strategy="steps", eval_steps=steps // 12,
+                             save_strategy="steps", save_steps=steps // 3, report_to=[], use_cpu=True, seed=0,
+                             warmup_steps=5)
+    trainer = Trainer(model=model, args=args, train_dataset=_rows(n_train, 1), eval_dataset=_rows(32, 2),
+                      data_collator=lambda r: {k: torch.tensor([x[k] for x in r]) for k in r[0]})
+    trainer.train()
+    return trainer.state.log_history
+
+
+def test_memorising_run_is_named_overfitting_and_stays_healthy(tmp_path):
+    hist = _train(tmp_path, 24, 60)
+    ev = [h["eval_loss"] for h in hist if "eval_loss" in h]
+    assert ev[-1] > 1.1 * min(ev)  # the run really overfits
+    dx = analyze(tmp_path).diagnosis
+    assert dx.verdict.status == "healthy"
+    fit = [f for f in dx.findings if f.code == "FIT001"]
+    assert len(fit) == 1 and fit[0].severity == "warning" and fit[0].symptom == "eval_rise"
+    best_step = [h["step"] for h in hist if h.get("eval_loss") == min(ev)][0]
+    assert fit[0].first_step == best_step and f"Overfitting from step {best_step}" in dx.verdict.headline
+    assert any(r.startswith("Keep checkpoint-60 (step 60") for r in fit[0].remedies)
+
+
+def test_run_whose_evaluation_improves_is_not_flagged(tmp_path):
+    hist = _train(tmp_path, 400, 2)
+    ev = [h["eval_loss"] for h in hist if "eval_loss" in h]
+    assert ev[-1] < ev[0]
+    dx = analyze(tmp_path).diagnosis
+    assert not [f for f in dx.findings if f.code == "FIT001"] and dx.verdict.status == "healthy"
