@@ -452,6 +452,8 @@ def _checkpoints_evidence(run: Run) -> str:
     if other:
         t = other[0]
         kinds = "+Inf" if t.posinf and not (t.nan or t.neginf) else "-Inf" if t.neginf and not (t.nan or t.posinf) else "NaN/Inf"
-        name = t.name if len(t.name) <= 80 else t.name[:36] + "..." + t.name[-41:]  # the leaf names the value
-        text += f" (non-finite only in other saved state, e.g. callbacks or schedulers: {len(other)} tensor(s), {name} = {kinds})"
+        name = re.sub(r"\{[^{}]*\}", "{...}", t.name)  # Lightning keys callbacks by their settings: {'monitor': ...}
+        name = name if len(name) <= 80 else name[:36] + "..." + name[-41:]  # the leaf names the value
+        more = f" and {len(other) - 1} more" if len(other) > 1 else ""
+        text += f" (non-finite only outside them: {name} = {kinds}{more}, callback or scheduler state)"
     return text

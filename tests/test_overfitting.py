@@ -61,3 +61,43 @@ def test_run_whose_evaluation_improves_is_not_flagged(tmp_path):
     assert ev[-1] < ev[0]
     dx = analyze(tmp_path).diagnosis
     assert not [f for f in dx.findings if f.code == "FIT001"] and dx.verdict.status == "healthy"
+
+
+def test_lightning_run_that_memorises_noisy_labels(tmp_path):
+    """The real Lightning Trainer (CSVLogger and TensorBoardLogger): an MLP fitting 32 rows whose labels are a third
+    wrong reaches a training loss near 0 while its val_loss rises from the first validation on."""
+    import lightning as L
+    from torch import nn
+
+    torch.manual_seed(0)
+    x = torch.randn(32, 20)
+    y = (x[:, 0] > 0).long()
+    y[:10] = 1 - y[:10]
+    xv = torch.randn(64, 20)
+    yv = (xv[:, 0] > 0).long()
+
+    class Net(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(20, 256), nn.ReLU(), nn.Linear(256, 2))
+
+        def training_step(self, b, i):
+            loss = nn.functional.cross_entropy(self.net(b[0]), b[1])
+            self.log("train_loss", loss, on_step=False, on_epoch=True)
+            return loss
+
+        def validation_step(self, b, i):
+            self.log("val_loss", nn.functional.cross_entropy(self.net(b[0]), b[1]))
+
+        def configure_optimizers(self):
+            return torch.optim.Adam(self.parameters(), lr=3e-3)
+
+    loaders = [torch.utils.data.DataLoader(torch.utils.data.TensorDataset(a, b), batch_size=bs)
+               for a, b, bs in ((x, y, 8), (xv, yv, 64))]
+    trainer = L.Trainer(default_root_dir=str(tmp_path), max_epochs=100, enable_progress_bar=False, log_every_n_steps=1,
+                        check_val_every_n_epoch=10, enable_model_summary=False,
+                        logger=[L.pytorch.loggers.CSVLogger(str(tmp_path)), L.pytorch.loggers.TensorBoardLogger(str(tmp_path))])
+    trainer.fit(Net(), *loaders)
+    dx = analyze(tmp_path).diagnosis
+    fit = [f for f in dx.findings if f.code == "FIT001"]
+    assert dx.verdict.status == "healthy" and len(fit) == 1 and "Overfitting from step 39" in dx.verdict.headline
