@@ -134,9 +134,12 @@ def diagnose(findings: list[Finding], outcomes: list[DetectorOutcome], run: Run 
     elif not serious:
         headline = "No failure found in the artifacts read." + _healthy_evidence(run)
         warnings = [f for f in ordered if f.severity == "warning"]
+        notes = [f for f in ordered if f.severity == "info"]
         if warnings:  # the first one named (an overfitting run reads as sound training, and is)
             more = len(warnings) - 1
             headline += f" Worth a look: {warnings[0].title}" + (f" (and {more} more warning{'s' * (more > 1)})" if more else "") + "."
+        elif notes:  # why a sound run ended where it did (early stopping, a Ctrl-C), how its checkpoints are kept
+            headline += f" Note: {notes[0].title}."
         verdict = Verdict("healthy", "healthy", _healthy_confidence(ordered, run), headline)
         alternatives = _alternatives(causes, None)
     elif strong:

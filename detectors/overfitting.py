@@ -29,12 +29,13 @@ from collections.abc import Iterable
 import numpy as np
 
 from autopsy.model import Evidence, Finding, Run
-from detectors._common import ck_label, fmt, nonfinite_onset, points, value_at
+from detectors._common import ck_label, event_evidence, fmt, nonfinite_onset, points, value_at
 
 CODE = "FIT001"
 SLUG = "overfitting"
 ROOT_CAUSE = None
-NEEDS = ("scalars",)
+NEEDS = ("scalars", "events", "config")
+NEEDS_ANY = True
 
 #: evaluations needed, and evaluations after the best one that must all stay up
 MIN_EVALS = 3
@@ -44,6 +45,13 @@ RISE = 1.10
 
 
 def detect(run: Run) -> Iterable[Finding]:
+    yield from _overfitting(run)
+    stop = _early_stopped(run)
+    if stop is not None:
+        yield stop
+
+
+def _overfitting(run: Run) -> Iterable[Finding]:
     ev = points(run, "eval_loss").finite_only()
     ev = ev.select(ev.values > 0)
     if len(ev) < MIN_EVALS or nonfinite_onset(run) is not None:
@@ -102,3 +110,61 @@ def _nearest_checkpoint(run: Run, step: int) -> tuple[str, int] | None:
     if not got:
         return None
     return min(got, key=lambda pc: (abs(pc[1] - step), pc[1]))
+
+
+def _early_stopped(run: Run) -> Finding | None:
+    """An early-stopping callback ended the run on purpose (information: the question "why did training stop?"
+    answered): transformers' EarlyStoppingCallback, its counter at its patience in trainer_state.json (with the
+    planned max_steps beside global_step); Lightning's EarlyStopping and Keras' EarlyStopping by their messages."""
+    from detectors._facts import fact_evidence, fact_number
+
+    evs = run.events_of("early_stop")
+    gs = fact_number(run, "global_step")  # the latest trainer_state's (each checkpoint keeps its own copy)
+    src = gs[1].source if gs else None
+    patience, counter = (_fact_of(run, k, src) for k in ("early_stopping_patience", "early_stopping_patience_counter"))
+    if evs:
+        ev = evs[-1]
+        d = ev.data
+        if d.get("trainer") == "lightning":
+            title = (f"Training stopped by early stopping: {d.get('metric')} did not improve in the last "
+                     f"{d.get('records')} validations (best {fmt(float(d.get('best')))})")
+        else:
+            title = f"Training stopped by early stopping at epoch {d.get('epoch')}"
+        evidence = [event_evidence(ev, f"\"{ev.message.strip()[:200]}\"")]
+        step = ev.step
+    elif patience is not None and counter is not None and counter[0] >= patience[0] >= 1:
+        ms = _fact_of(run, "max_steps", src)
+        at = f" at step {int(gs[0])}" + (f" of {int(ms[0])}" if ms and ms[0] > gs[0] else "") if gs else ""
+        title = (f"Training stopped by early stopping{at}: no improvement in {int(counter[0])} evaluations in a row "
+                 f"(early_stopping_patience {int(patience[0])})")
+        evidence = [fact_evidence(counter[1], f"early_stopping_patience_counter = {int(counter[0])}"),
+                    fact_evidence(patience[1], f"early_stopping_patience = {int(patience[0])}")]
+        best = _fact_of(run, "best_metric", src)
+        if best is not None:
+            ckpt = next((f for f in run.config.facts("best_model_checkpoint") if f.source == src), None)
+            evidence.append(fact_evidence(best[1], f"best_metric {fmt(best[0])}" + (
+                f", best_model_checkpoint {ckpt.value}" if ckpt is not None else "")))
+        step = int(gs[0]) if gs else None
+    else:
+        return None
+    return Finding(
+        code=CODE, name=SLUG, root_cause=None, severity="info", confidence=0.9, title=title,
+        message=("The early-stopping callback ended training because the monitored metric stopped improving: the run "
+                 "finished on purpose, not by a failure. Training stops this way after its best evaluation, whose "
+                 "weights are the ones to keep."),
+        first_step=step, evidence=evidence, basis="direct",
+        remedies=["If it stopped too soon, raise the patience (or lower min_delta / early_stopping_threshold), or "
+                  "evaluate less often; keep the best weights (load_best_model_at_end, restore_best_weights=True, "
+                  "ModelCheckpoint(monitor=...))."],
+    )
+
+
+def _fact_of(run: Run, key: str, source: str | None):  # noqa: ANN202 - (number, ConfigFact) or None
+    """The number ``key`` holds in ``source`` (one trainer_state.json), else None."""
+    from detectors._facts import as_number
+
+    for f in run.config.facts(key):
+        x = as_number(f.value)
+        if f.source == source and x is not None:
+            return x, f
+    return None

@@ -33,7 +33,7 @@ EVENT_KINDS = (
     "empty_tensor_load", "nan_input", "labels_masked", "no_trainable_params", "native_abort", "input_exhausted",
     "collective_timeout", "empty_reduction", "zero_plan", "loss_rejected", "ctc_no_alignment", "ctc_lengths", "vae_nan", "missing_keys", "grad_skip",
     "no_labels_found", "loss_diverged", "resumed", "loss_shape_mismatch", "checkpoint_not_found", "darknet_region", "step_skipped",
-    "nonfinite_logged", "killed", "sequence_too_long", "weights_newly_initialized", "warning", "error",
+    "nonfinite_logged", "killed", "sequence_too_long", "weights_newly_initialized", "early_stop", "warning", "error",
 )
 
 #: events kept per kind from the start of the log: enough to show how a sequence began
@@ -284,6 +284,13 @@ _PATTERNS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     # target_lengths)) on one line: "input_lengths tensor([133, 131, ...]), label_lengths tensor([121, 124, ...])"
     ("ctc_lengths", re.compile(_IN_LENS + _LEN_LIST + r".{0,300}?" + _LABEL_LENS + _LEN_LIST), lambda m: _lengths(m[1], m[2])),
     ("ctc_lengths", re.compile(_LABEL_LENS + _LEN_LIST + r".{0,300}?" + _IN_LENS + _LEN_LIST), lambda m: _lengths(m[2], m[1])),
+    # an early-stopping callback ending the run on purpose: Lightning's EarlyStopping (its reason, rank-zero info:
+    # "Monitored metric val_loss did not improve in the last 3 records. Best score: 1.325. Signaling Trainer to stop.")
+    # and Keras' EarlyStopping.on_train_end ("Epoch 12: early stopping"; "Epoch 00012: early stopping" before TF 2.6)
+    ("early_stop", re.compile(r"Monitored metric (\S+) did not improve in the last (\d+) records\. Best score: "
+                              r"(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\. Signaling Trainer to stop"),
+     lambda m: {"trainer": "lightning", "metric": m[1], "records": int(m[2]), "best": float(m[3])}),
+    ("early_stop", re.compile(r"\bEpoch (\d+): early stopping\b"), lambda m: {"trainer": "keras", "epoch": int(m[1])}),
     # tf.keras / Keras 3 fit(): a dataset or generator that yields fewer than steps_per_epoch * epochs batches ends
     # training with only this warning ("... at least `steps_per_epoch * epochs` batches (in this case, 100000 batches)")
     ("input_exhausted", re.compile(r"Your input ran out of data; interrupting training"
@@ -473,6 +480,7 @@ TRIGGERS = (
     "ignored in loss calculation", "rainable params", "No inf checks", "mixed precision requires", "precision was requested",
     "malloc_or_wait", "metal::malloc", "Insufficient Memory", "kIOGPU", "libc++abi", "terminate called",
     "core dumped", "Fatal Python error", "returned nan values", "Your input ran out", "collective operation timeout",
+    "early stopping",
     "Found NaN", "No valid path", "StopIteration", "No labels found", "Couldn't open file",
     "Not enough time for target", "Out of memory error", "Model diverged with", "PARAMETER loss_scale", "OutOfMemory", "_len", "NaN detected in", "NaN found in", "There were missing keys",
     "epoch_iterator", "Continuing training from", "Using a target size", "checkpoint found", "Region ", "optimizer step", "optimiser step", "Found inf or nan", "NaN or Inf found", "Expected parameter", "NaN loss", "nan loss", "Inf loss", "inf loss",

@@ -50,6 +50,21 @@ SNIFF_BYTES = 64 * 1024
 _NAN_SPELLINGS = {"nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
 
 
+def _early_stopping_facts(builder: RunBuilder, callbacks: Any, src: str) -> None:
+    """transformers' EarlyStoppingCallback as the TrainerState keeps it (``stateful_callbacks``, transformers >= 4.39):
+    ``{"EarlyStoppingCallback": {"args": {"early_stopping_patience": 3, ...}, "attributes":
+    {"early_stopping_patience_counter": 3}}}``; a counter at the patience is the callback having stopped the run."""
+    cb = callbacks.get("EarlyStoppingCallback") if isinstance(callbacks, dict) else None
+    if isinstance(cb, list):  # several instances are kept as a list
+        cb = cb[0] if cb else None
+    if not isinstance(cb, dict):
+        return
+    for part, key in (("args", "early_stopping_patience"), ("attributes", "early_stopping_patience_counter")):
+        v = (cb.get(part) or {}).get(key) if isinstance(cb.get(part), dict) else None
+        if isinstance(v, int) and not isinstance(v, bool):
+            builder.fact(key, v, src, f"stateful_callbacks.EarlyStoppingCallback.{part}.{key}", key)
+
+
 @dataclass
 class Columns:
     """Scalar columns of one source plus counts of what was skipped and why."""
@@ -221,6 +236,7 @@ def read_trainer_state(found: Found, builder: RunBuilder) -> None:
                 _fact_latest(builder, k, v, src)
             else:
                 builder.fact(k, v, src, k, k)
+    _early_stopping_facts(builder, doc.get("stateful_callbacks"), src)
     lh = doc.get("log_history")
     if res.partial:
         n = len(lh) if isinstance(lh, list) else 0
