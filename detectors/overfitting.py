@@ -20,6 +20,9 @@ Remedies:
     learning rate.
 
 A warning, not a failure: the training itself is sound, so a verdict stays healthy with this beside it.
+
+The same detector says, as information, when an early-stopping callback ended the run (``_early_stopped``):
+transformers' EarlyStoppingCallback (trainer_state.json), Lightning's and Keras' EarlyStopping (their messages).
 """
 
 from __future__ import annotations
