@@ -47,7 +47,7 @@ ROOT_CAUSES: dict[str, str] = {
     "kl_estimator_overflow": "The KL estimator (exp of a log-ratio) overflowed: NaN gradients reached the policy weights.",
     "completions_truncated": "Sampled completions hit the length cap: no final answer, flat rewards, nothing to learn (GRPO/PPO).",
     "zero_advantage_groups": "Every group of sampled completions got the same reward (GRPO/RLOO): the advantages are 0, so the loss and gradient are 0 and nothing is learned (a reward that never fires or never discriminates).",
-    "lr_schedule_stalled": "The learning-rate schedule kept the LR near zero (warmup longer than the run, scheduler never stepped, a decay run far past its floor).",
+    "lr_schedule_stalled": "The learning rate stayed near zero, so nothing trained: a schedule that kept it there (warmup longer than the run, scheduler never stepped, a decay run far past its floor), or an LR set to ~0 (a typo, a unit slip).",
     "data_exhausted": "The input pipeline ran out of batches before the planned steps, or held none (an empty dataset): training stopped early or never started, or an evaluation averaged over no batch at all (NaN at every evaluation).",
     "fp16_unsupported_hardware": "fp16 on a GPU whose half-precision kernels give NaN (GTX 16xx, Quadro T-series): train in fp32 there.",
     "ctc_output_longer_than_input": "CTC: a label sequence longer than the (subsampled) input frames has no alignment: the loss is inf or a huge negative number on those samples.",

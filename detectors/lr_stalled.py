@@ -219,6 +219,10 @@ def detect(run: Run) -> Iterable[Finding]:
             basis="inferred", symptom="lr_near_zero",
         )
         return
+    set_tiny = _set_too_small(run, lr, peak_cfg)
+    if set_tiny is not None:
+        yield set_tiny
+        return
     why = _warmup_too_long(run, lr)
     if why is not None:
         evidence.append(why)
@@ -231,6 +235,36 @@ def detect(run: Run) -> Iterable[Finding]:
         remedies=["Make the warmup a small share of the run (warmup_ratio 0.03-0.1, or warmup_steps << max_steps).",
                   "In a custom loop, call scheduler.step() after optimizer.step() and check the LR of the first steps."],
         basis="direct" if why is not None else "inferred", symptom="lr_near_zero",
+    )
+
+
+def _set_too_small(run: Run, lr, peak_cfg: float | None) -> Finding | None:
+    """No schedule kept the LR down: the learning rate the run was given is itself below ``NEAR_ZERO_LR`` (the config's
+    learning_rate, or, without one, the same positive LR at every log: a constant schedule): a typo or a unit slip
+    (1e-10 for 1e-4, a value already scaled), not a warmup or a scheduler."""
+    positive = lr.values[lr.values > 0]
+    constant = len(positive) == len(lr) and float(np.max(positive)) == float(np.min(positive))
+    if peak_cfg is not None and 0 < peak_cfg < NEAR_ZERO_LR:
+        value, ev = peak_cfg, config_evidence(run, "learning_rate", f"learning_rate = {fmt(peak_cfg)} in the config")
+    elif peak_cfg is None and constant and float(positive[0]) < NEAR_ZERO_LR:
+        value, ev = float(positive[0]), lr[-1].evidence(f"learning_rate {fmt(float(positive[0]))} at every one of the "
+                                                         f"{len(lr)} logs: a constant LR, not a schedule's ramp")
+    else:
+        return None
+    loss = points(run, "loss").finite_only()
+    evidence = [ev, lr[-1].evidence(f"learning_rate {fmt(lr[-1].value)} at step {lr[-1].step}, the last log")]
+    if len(loss) >= 2:
+        evidence.append(loss[-1].evidence(f"loss {fmt(loss[0].value)} -> {fmt(loss[-1].value)}: flat"))
+    return Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.7,
+        title=f"The learning rate set is {fmt(value)}: too small for any update to move the weights",
+        message=(f"The run was given a learning rate of {fmt(value)} (below {fmt(NEAR_ZERO_LR)}), and the logged LR "
+                 f"stays there (steps {lr[0].step}-{lr[-1].step}); no warmup or scheduler kept it down. At that size an "
+                 "optimizer step changes the weights by less than their float rounding: the model did not train. A "
+                 "typo or a unit slip is the usual reason (1e-10 for 1e-4, an LR divided by the batch size twice)."),
+        first_step=lr[0].step, evidence=evidence, basis="direct", symptom="lr_near_zero",
+        remedies=["Set the learning rate the recipe means: Adam-family fine-tuning 1e-5..2e-4 (LoRA up to ~1e-3); check "
+                  "how the value is parsed and scaled (a command-line string, a per-batch-size scaling rule)."],
     )
 
 
