@@ -261,7 +261,64 @@ def _eval_at_chance(run: Run) -> Finding | None:
     )
 
 
+#: evaluations needed to call a classifier's predictions constant, and the equality tolerance of its accuracies
+CONST_EVALS = 4
+CONST_TOL = 1e-6
+
+
+def _eval_constant_binary(run: Run) -> Finding | None:
+    """A binary classifier that predicts one class at every evaluation: at least ``CONST_EVALS`` evaluations whose
+    accuracy is always one of two values a and 1 - a (the two class shares: all-negative scores the negatives' share,
+    all-positive the positives'; one value alone when it never switches) and whose loss never goes below ln 2, the
+    cross-entropy of a coin. A model that learned anything scores other accuracies (a BERT fine-tune at lr 0.05,
+    tests/test_constant_predictions.py: 0.48 and 0.52 on a 52%-positive set, eval_loss 0.70-0.87)."""
+    acc = points(run, "eval_accuracy").finite_only()
+    if len(acc) < CONST_EVALS:
+        return None
+    a = acc.values / 100.0 if float(np.max(acc.values)) > 1.0 else acc.values
+    lo = float(np.min(a))
+    hi = float(np.max(a))
+    if not (np.all((np.abs(a - lo) <= CONST_TOL) | (np.abs(a - hi) <= CONST_TOL))
+            and (hi - lo <= CONST_TOL or abs(lo + hi - 1.0) <= CONST_TOL)) or not 0.0 < lo <= hi < 1.0:
+        return None
+    ev = points(run, "eval_loss").finite_only()
+    if len(ev) and float(np.min(ev.values)) < math.log(2) - CHANCE_TOL:
+        return None  # a loss below a coin's: the probabilities carry something, whatever the argmax says
+    shares = f"{fmt(lo)} or {fmt(hi)}" if hi - lo > CONST_TOL else fmt(lo)
+    first, last = acc[0], acc[-1]
+    evidence = [first.evidence(f"eval_accuracy {fmt(first.value)} at step {first.step}"),
+                last.evidence(f"eval_accuracy {fmt(last.value)} at step {last.step}: {shares} at every one of the "
+                              f"{len(acc)} evaluations" + (", the two summing to 1" if hi - lo > CONST_TOL else ""))]
+    if len(ev):
+        best = ev[int(np.argmin(ev.values))]
+        evidence.append(best.evidence(f"eval_loss at best {fmt(best.value)} (step {best.step}): never below ln 2 = 0.6931, "
+                                      "a coin's cross-entropy"))
+    return Finding(
+        code=CODE, name=SLUG, root_cause=ROOT_CAUSE, severity="error", confidence=0.65,
+        title=f"The classifier predicts one class at every evaluation: eval_accuracy {shares} at all {len(acc)} evaluations",
+        message=(f"eval_accuracy is {shares} at every one of the {len(acc)} evaluations (steps {first.step}-{last.step})"
+                 + (", two values that sum to 1: the share of each class, which is what predicting all of one class "
+                    "scores, the prediction switching between the two" if hi - lo > CONST_TOL else
+                    ": the same value each time, the share of the class it always predicts")
+                 + (", and the evaluation loss never goes below ln 2" if len(ev) else "")
+                 + ". The model outputs one class whatever the input: it learned nothing. A learning rate too large "
+                   "for fine-tuning (the classifier collapses to one constant output), gradients that do not reach "
+                   "the weights, or labels that do not match their inputs are the usual reasons."),
+        first_step=first.step, evidence=evidence, basis="direct", symptom="loss_flat",
+        remedies=[
+            "Lower the learning rate (BERT-style fine-tuning: 1e-5..5e-5 with warmup): a step too large sends the "
+            "classifier to one constant output it never leaves.",
+            "Check that gradients reach the weights (grad_norm above 0; the optimizer holds the model's parameters).",
+            "Check the data: inputs and labels paired after shuffling, and both classes present in training.",
+        ],
+    )
+
+
 def detect(run: Run) -> Iterable[Finding]:
+    const = _eval_constant_binary(run)
+    if const is not None:
+        yield const
+        return
     loss = points(run, "loss").finite_only()
     if len(loss) and loss.values[-1] == 0.0:
         # an exact zero from the start is LBL001's (no supervised token); one reached after other values, with the
