@@ -6,7 +6,7 @@ Keras lines quoted from a public thread."""
 from __future__ import annotations
 
 import torch
-from test_overfitting import V, _rows
+from test_overfitting import V, _rows, lightning_memoriser
 
 from autopsy.pipeline import analyze
 
@@ -42,43 +42,16 @@ def test_hf_early_stopping_callback_is_named(tmp_path):
 
 
 def test_lightning_early_stopping_message(tmp_path):
-    import lightning as L
-    from torch import nn
-
-    torch.manual_seed(0)
-    x = torch.randn(32, 20)
-    y = (x[:, 0] > 0).long()
-    y[:10] = 1 - y[:10]
-    xv = torch.randn(64, 20)
-    yv = (xv[:, 0] > 0).long()
-
-    class Net(L.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.net = nn.Sequential(nn.Linear(20, 256), nn.ReLU(), nn.Linear(256, 2))
-
-        def training_step(self, b, i):
-            loss = nn.functional.cross_entropy(self.net(b[0]), b[1])
-            self.log("train_loss", loss, on_step=False, on_epoch=True)
-            return loss
-
-        def validation_step(self, b, i):
-            self.log("val_loss", nn.functional.cross_entropy(self.net(b[0]), b[1]))
-
-        def configure_optimizers(self):
-            return torch.optim.Adam(self.parameters(), lr=3e-3)
-
     import logging
+
+    import lightning as L
 
     log = tmp_path / "train.log"
     handler = logging.FileHandler(log)  # what a console shows: Lightning's rank-zero info goes to its logger
     logging.getLogger("lightning.pytorch").addHandler(handler)
     try:
-        trainer = L.Trainer(default_root_dir=str(tmp_path), max_epochs=150, enable_progress_bar=False, log_every_n_steps=1,
-                            check_val_every_n_epoch=5, enable_model_summary=False, logger=L.pytorch.loggers.CSVLogger(str(tmp_path)),
-                            callbacks=[L.pytorch.callbacks.EarlyStopping(monitor="val_loss", patience=3, verbose=True)])
-        trainer.fit(Net(), *[torch.utils.data.DataLoader(torch.utils.data.TensorDataset(a, b), batch_size=bs)
-                             for a, b, bs in ((x, y, 8), (xv, yv, 64))])
+        lightning_memoriser(tmp_path, 150, 5, [L.pytorch.loggers.CSVLogger(str(tmp_path))],
+                            [L.pytorch.callbacks.EarlyStopping(monitor="val_loss", patience=3, verbose=True)])
     finally:
         logging.getLogger("lightning.pytorch").removeHandler(handler)
         handler.close()

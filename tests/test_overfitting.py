@@ -63,9 +63,9 @@ def test_run_whose_evaluation_improves_is_not_flagged(tmp_path):
     assert not [f for f in dx.findings if f.code == "FIT001"] and dx.verdict.status == "healthy"
 
 
-def test_lightning_run_that_memorises_noisy_labels(tmp_path):
-    """The real Lightning Trainer (CSVLogger and TensorBoardLogger): an MLP fitting 32 rows whose labels are a third
-    wrong reaches a training loss near 0 while its val_loss rises from the first validation on."""
+def lightning_memoriser(root, max_epochs: int, check_every: int, loggers: list, callbacks: list = ()) -> None:
+    """The real Lightning Trainer fitting an MLP to 32 rows whose labels are a third wrong (it memorises them: the
+    training loss goes to ~0 while val_loss, on 64 clean rows, rises from the first validation on)."""
     import lightning as L
     from torch import nn
 
@@ -94,10 +94,18 @@ def test_lightning_run_that_memorises_noisy_labels(tmp_path):
 
     loaders = [torch.utils.data.DataLoader(torch.utils.data.TensorDataset(a, b), batch_size=bs)
                for a, b, bs in ((x, y, 8), (xv, yv, 64))]
-    trainer = L.Trainer(default_root_dir=str(tmp_path), max_epochs=100, enable_progress_bar=False, log_every_n_steps=1,
-                        check_val_every_n_epoch=10, enable_model_summary=False,
-                        logger=[L.pytorch.loggers.CSVLogger(str(tmp_path)), L.pytorch.loggers.TensorBoardLogger(str(tmp_path))])
+    trainer = L.Trainer(default_root_dir=str(root), max_epochs=max_epochs, enable_progress_bar=False, log_every_n_steps=1,
+                        check_val_every_n_epoch=check_every, enable_model_summary=False, logger=loggers,
+                        callbacks=list(callbacks))
     trainer.fit(Net(), *loaders)
+
+
+def test_lightning_run_that_memorises_noisy_labels(tmp_path):
+    """The same with Lightning (CSVLogger and TensorBoardLogger, val_loss)."""
+    import lightning as L
+
+    lightning_memoriser(tmp_path, 100, 10, [L.pytorch.loggers.CSVLogger(str(tmp_path)),
+                                            L.pytorch.loggers.TensorBoardLogger(str(tmp_path))])
     dx = analyze(tmp_path).diagnosis
     fit = [f for f in dx.findings if f.code == "FIT001"]
     assert dx.verdict.status == "healthy" and len(fit) == 1 and "Overfitting from step 39" in dx.verdict.headline
