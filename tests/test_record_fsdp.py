@@ -42,3 +42,25 @@ def test_two_fsdp2_ranks_stop_together_on_one_ranks_nan_shard(tmp_path):
     assert 0.5 < g0 < 1.5 and 0.5 < g1 < 1.5 and 1.6 < (g0 * g0 + g1 * g1) ** 0.5 < 1.8
     found = [f for f in analyze(tmp_path).diagnosis.findings if f.code == "REC001"]
     assert len(found) == 1 and PARAM in found[0].title
+
+
+def test_hf_trainer_with_fsdp2_guard(tmp_path):
+    """Guard: the HF Trainer sharding with FSDP2 through accelerate (one CPU rank) and AutopsyCallback record norms
+    equal to the Trainer's own grad_norm and name the planted NaN gradient's layer. (FSDP1 through accelerate wants
+    an accelerator device: not run here.)"""
+    import math
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(port)}
+    r = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--hf", "--action", "skip"], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    hf = json.loads((tmp_path / "result.json").read_text())["hf_norms"]
+    rec = read_record(tmp_path / "autopsy-record" / "record.jsonl")
+    steps = {s["step"]: s for s in rec.steps}
+    for k in (1, 2, 3):
+        assert math.isclose(steps[k]["gn"], hf[str(k)], rel_tol=2e-3), (k, steps[k]["gn"], hf)
+    assert rec.onset["step"] == 4 and rec.onset["group"] == "model.layers.2" and rec.onset["what"] == "grad"
