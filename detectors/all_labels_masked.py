@@ -361,7 +361,9 @@ def detect(run: Run) -> Iterable[Finding]:
                                                            f"step {first_row[0]}"))
         reasons.append(f"{metric} is NaN from the first log on")
         first_step = first_row[0] if first_step is None else min(first_step, first_row[0])
-    acc = _accuracy_zero(run)
+    # a token accuracy of 0 says "nothing was scored" only beside a loss that says so too: a finite, non-zero loss was
+    # computed on something (a DPO loss at ln 2 beside an untrained model's accuracy of 0)
+    acc = _accuracy_zero(run) if not _loss_healthy(run) else None
     if acc:
         evidence.extend(acc)
         reasons.append("mean_token_accuracy is 0 at every log while num_tokens grows")

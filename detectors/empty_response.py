@@ -113,7 +113,65 @@ def _dpo_stuck(run: Run) -> list[Evidence] | None:
     return ev
 
 
+#: pairs of preference metrics that are equal at every log when chosen and rejected are the same tokens
+_TWIN_METRICS = (("logps/chosen", "logps/rejected"), ("logits/chosen", "logits/rejected"),
+                 ("rewards/chosen", "rewards/rejected"))
+
+
+def _pairs_identical(run: Run) -> Finding | None:
+    """A DPO-family loss at ln 2 at every log (>= MIN_STUCK_POINTS) with the chosen and rejected sides equal at every
+    log (their log-probs, logits or rewards, or rewards/margins exactly 0) and not all zero (empty completions are
+    ``_dpo_stuck``'s): the policy sees the same tokens on both sides, so the margin is 0 whatever the weights, the loss
+    is ln 2 and no gradient flows. The pairs are identical after tokenization and truncation: duplicated responses,
+    or responses that differ only after max_length cuts them."""
+    loss = points(run, "loss")
+    if len(loss) < MIN_STUCK_POINTS or not bool((np.abs(loss.values - LN2) <= LN2_TOL).all()):
+        return None
+    twins = []
+    for a, b in _TWIN_METRICS:
+        pa, pb = points(run, a), points(run, b)
+        if len(pa) >= MIN_STUCK_POINTS and len(pa) == len(pb) and bool((pa.values == pb.values).all()) \
+                and bool((pa.values != 0.0).any()):
+            twins.append((a, b, pa))
+    margins = points(run, "rewards/margins")
+    zero_margin = len(margins) >= MIN_STUCK_POINTS and bool((margins.values == 0.0).all())
+    if not twins:
+        return None
+    first, last = loss.row(0), loss.row(-1)
+    evidence = [scalar_evidence("loss", last, f"loss = {fmt(last[1])} (ln 2 = 0.6931) at all {len(loss)} logged steps "
+                                              f"{first[0]}-{last[0]}")]
+    for a, b, pa in twins[:2]:
+        evidence.append(scalar_evidence(a, pa.row(-1), f"{a} = {b} at every one of the {len(pa)} logs ({fmt(pa.row(-1)[1])} "
+                                                       "at the last)"))
+    if zero_margin:
+        evidence.append(scalar_evidence("rewards/margins", margins.row(-1), f"rewards/margins exactly 0 at all {len(margins)} logs"))
+    gn = points(run, "grad_norm").finite_only()
+    if len(gn):
+        evidence.append(scalar_evidence("grad_norm", gn.row(-1), f"grad_norm at most {fmt(float(np.max(gn.values)))}: "
+                                                                  "no gradient to speak of"))
+    ml = fact_number(run, "max_length")
+    if ml is not None:
+        evidence.append(fact_evidence(ml[1], f"max_length = {int(ml[0])}: the pairs are compared after truncation to it"))
+    return Finding(
+        code=CODE, name=SLUG, root_cause=None, severity="error", confidence=0.75,
+        title=f"Chosen and rejected are the same to the model: the loss is ln 2 at all {len(loss)} logs",
+        message=(f"The preference loss is ln 2 = 0.6931 at every log (steps {first[0]}-{last[0]}) and the chosen and "
+                 f"rejected sides score exactly alike ({', '.join(a.split('/')[0] for a, _, _ in twins)} equal at every "
+                 "log): the policy sees the same tokens on both sides, so the margin is 0 whatever the weights and no "
+                 "gradient flows. The pairs are identical after tokenization and truncation: responses duplicated in "
+                 "the data, or responses that differ only after max_length cuts them."),
+        first_step=first[0], evidence=evidence, basis="direct", symptom="loss_ln2",
+        remedies=["Count the pairs whose chosen == rejected after the chat template and tokenization, and drop them.",
+                  "Raise max_length (and max_completion_length) so the responses survive truncation up to where they "
+                  "differ; check the lengths of a few tokenized pairs."],
+        references=list(REFS),
+    )
+
+
 def detect(run: Run) -> Iterable[Finding]:
+    twins = _pairs_identical(run)
+    if twins is not None:
+        yield twins
     evidence: list[Evidence] = []
     reasons: list[str] = []
     direct = False
