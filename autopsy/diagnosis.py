@@ -134,7 +134,8 @@ def diagnose(findings: list[Finding], outcomes: list[DetectorOutcome], run: Run 
     elif not serious:
         headline = "No failure found in the artifacts read." + _healthy_evidence(run)
         warnings = [f for f in ordered if f.severity == "warning"]
-        notes = [f for f in ordered if f.severity == "info"]
+        # (not a known bug's "exposed, no sign of it": a version range, nothing this run showed)
+        notes = [f for f in ordered if f.severity == "info" and f.symptom != "known_bug_signature"]
         if warnings:  # the first one named (an overfitting run reads as sound training, and is)
             more = len(warnings) - 1
             headline += f" Worth a look: {warnings[0].title}" + (f" (and {more} more warning{'s' * (more > 1)})" if more else "") + "."

@@ -127,3 +127,15 @@ def test_report_json_contract_kept():
     js = dx.verdict.to_json()
     assert set(js) == {"status", "root_cause", "confidence", "headline"}
     assert {"root_cause", "confidence", "code", "title", "why_lower"} <= set(dx.alternatives[0])
+
+
+def test_healthy_headline_names_the_first_warning_else_a_note_not_a_version_range():
+    """A healthy verdict names its first warning ("Worth a look: ..."), else its first note ("Note: ..."), but not a
+    known bug's "exposed, no sign of it" (a version range, nothing the run showed)."""
+    warn, note = F("FIT001", None, 0.7, basis="direct", severity="warning"), F("FIT001", None, 0.9, basis="direct", severity="info")
+    exposed = F("FW001", None, 0.3, severity="info")
+    exposed.symptom = "known_bug_signature"
+    assert diagnose([warn, note], [], some_run()).verdict.headline.endswith("Worth a look: FIT001 title.")
+    assert diagnose([note], [], some_run()).verdict.headline.endswith("Note: FIT001 title.")
+    v = diagnose([exposed], [], some_run()).verdict
+    assert v.status == "healthy" and "Note:" not in v.headline and "Worth a look" not in v.headline
