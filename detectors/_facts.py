@@ -57,11 +57,11 @@ def version_tuple(value: Any) -> tuple[int, ...] | None:
     return tuple(int(g) if g is not None else 0 for g in m.groups())
 
 
-def fact_number(run: Run, key: str) -> tuple[float, ConfigFact] | None:
-    """First fact of ``key`` holding a finite number."""
+def fact_number(run: Run, key: str, source: str | None = None) -> tuple[float, ConfigFact] | None:
+    """First fact of ``key`` holding a finite number (``source``: only facts read from that artifact)."""
     for f in run.config.facts(key):
         x = as_number(f.value)
-        if x is not None:
+        if x is not None and (source is None or f.source == source):
             return x, f
     return None
 

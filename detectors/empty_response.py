@@ -120,8 +120,8 @@ _TWIN_METRICS = (("logps/chosen", "logps/rejected"), ("logits/chosen", "logits/r
 
 def _pairs_identical(run: Run) -> Finding | None:
     """A DPO-family loss at ln 2 at every log (>= MIN_STUCK_POINTS) with the chosen and rejected sides equal at every
-    log (their log-probs, logits or rewards, or rewards/margins exactly 0) and not all zero (empty completions are
-    ``_dpo_stuck``'s): the policy sees the same tokens on both sides, so the margin is 0 whatever the weights, the loss
+    log (their log-probs, logits or rewards; rewards/margins exactly 0 is cited beside them) and not all zero (empty
+    completions are ``_dpo_stuck``'s): the policy sees the same tokens on both sides, so the margin is 0 whatever the weights, the loss
     is ln 2 and no gradient flows. The pairs are identical after tokenization and truncation: duplicated responses,
     or responses that differ only after max_length cuts them."""
     loss = points(run, "loss")
@@ -133,10 +133,10 @@ def _pairs_identical(run: Run) -> Finding | None:
         if len(pa) >= MIN_STUCK_POINTS and len(pa) == len(pb) and bool((pa.values == pb.values).all()) \
                 and bool((pa.values != 0.0).any()):
             twins.append((a, b, pa))
-    margins = points(run, "rewards/margins")
-    zero_margin = len(margins) >= MIN_STUCK_POINTS and bool((margins.values == 0.0).all())
     if not twins:
         return None
+    margins = points(run, "rewards/margins")
+    zero_margin = len(margins) >= MIN_STUCK_POINTS and bool((margins.values == 0.0).all())
     first, last = loss.row(0), loss.row(-1)
     evidence = [scalar_evidence("loss", last, f"loss = {fmt(last[1])} (ln 2 = 0.6931) at all {len(loss)} logged steps "
                                               f"{first[0]}-{last[0]}")]

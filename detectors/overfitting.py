@@ -60,8 +60,7 @@ def _overfitting(run: Run) -> Iterable[Finding]:
     if len(ev) < MIN_EVALS or nonfinite_onset(run) is not None:
         return
     b = int(np.argmin(ev.values))
-    after = ev[b + 1:]
-    if len(after) < MIN_AFTER:
+    if len(ev) - 1 - b < MIN_AFTER:
         return
     best, last = ev[b], ev[-1]
     if not np.all(ev.values[-MIN_AFTER:] >= RISE * best.value):
@@ -124,7 +123,9 @@ def _early_stopped(run: Run) -> Finding | None:
     evs = run.events_of("early_stop")
     gs = fact_number(run, "global_step")  # the latest trainer_state's (each checkpoint keeps its own copy)
     src = gs[1].source if gs else None
-    patience, counter = (_fact_of(run, k, src) for k in ("early_stopping_patience", "early_stopping_patience_counter"))
+    patience = counter = None
+    if not evs and src is not None:
+        patience, counter = (fact_number(run, k, src) for k in ("early_stopping_patience", "early_stopping_patience_counter"))
     if evs:
         ev = evs[-1]
         d = ev.data
@@ -136,13 +137,13 @@ def _early_stopped(run: Run) -> Finding | None:
         evidence = [event_evidence(ev, f"\"{ev.message.strip()[:200]}\"")]
         step = ev.step
     elif patience is not None and counter is not None and counter[0] >= patience[0] >= 1:
-        ms = _fact_of(run, "max_steps", src)
+        ms = fact_number(run, "max_steps", src)
         at = f" at step {int(gs[0])}" + (f" of {int(ms[0])}" if ms and ms[0] > gs[0] else "") if gs else ""
         title = (f"Training stopped by early stopping{at}: no improvement in {int(counter[0])} evaluations in a row "
                  f"(early_stopping_patience {int(patience[0])})")
         evidence = [fact_evidence(counter[1], f"early_stopping_patience_counter = {int(counter[0])}"),
                     fact_evidence(patience[1], f"early_stopping_patience = {int(patience[0])}")]
-        best = _fact_of(run, "best_metric", src)
+        best = fact_number(run, "best_metric", src)
         if best is not None:
             ckpt = next((f for f in run.config.facts("best_model_checkpoint") if f.source == src), None)
             evidence.append(fact_evidence(best[1], f"best_metric {fmt(best[0])}" + (
@@ -161,13 +162,3 @@ def _early_stopped(run: Run) -> Finding | None:
                   "ModelCheckpoint(monitor=...))."],
     )
 
-
-def _fact_of(run: Run, key: str, source: str | None):  # noqa: ANN202 - (number, ConfigFact) or None
-    """The number ``key`` holds in ``source`` (one trainer_state.json), else None."""
-    from detectors._facts import as_number
-
-    for f in run.config.facts(key):
-        x = as_number(f.value)
-        if f.source == source and x is not None:
-            return x, f
-    return None

@@ -198,11 +198,14 @@ def analyze(checkpoints: list[Checkpoint]) -> dict[str, Any]:
     out["optimizer"] = _latest_optimizer(cks)
     out["skipped_steps"] = _skipped(cks)
     out["scaler"] = next(({"checkpoint": c.path, "step": c.step, **c.scaler} for c in reversed(cks) if c.scaler), None)
-    out["zero3_empty"] = [{"checkpoint": c.path, "step": c.step, "n": c.deepspeed["n_zero3_empty"],
-                           "tensors": c.deepspeed["zero3_empty"][:20]}
-                          for c in cks if c.deepspeed and c.deepspeed.get("n_zero3_empty") and not zero3_partitions_saved(c)]
-    out["zero3_partitioned"] = [{"checkpoint": c.path, "step": c.step, "n": c.deepspeed["n_zero3_empty"]}
-                                for c in cks if c.deepspeed and c.deepspeed.get("n_zero3_empty") and zero3_partitions_saved(c)]
+    out["zero3_empty"], out["zero3_partitioned"] = [], []
+    for c in cks:
+        if c.deepspeed and c.deepspeed.get("n_zero3_empty"):
+            row = {"checkpoint": c.path, "step": c.step, "n": c.deepspeed["n_zero3_empty"]}
+            if zero3_partitions_saved(c):
+                out["zero3_partitioned"].append(row)
+            else:
+                out["zero3_empty"].append({**row, "tensors": c.deepspeed["zero3_empty"][:20]})
     near, cast = [], []
     for c in cks:
         risky = [(p, t) for p, t in weights[c.path] if (t.max_abs or 0) > FP16_MAX or (t.dtype == "F16" and (

@@ -60,7 +60,7 @@ def _early_stopping_facts(builder: RunBuilder, callbacks: Any, src: str) -> None
     if not isinstance(cb, dict):
         return
     for part, key in (("args", "early_stopping_patience"), ("attributes", "early_stopping_patience_counter")):
-        v = (cb.get(part) or {}).get(key) if isinstance(cb.get(part), dict) else None
+        v = cb[part].get(key) if isinstance(cb.get(part), dict) else None
         if isinstance(v, int) and not isinstance(v, bool):
             builder.fact(key, v, src, f"stateful_callbacks.EarlyStoppingCallback.{part}.{key}", key)
 
